@@ -1,18 +1,133 @@
-"""Base class for every backbone in keras_nlp (skeleton; layout API follows)."""
+"""Base class for every backbone in keras_nlp."""
+
+import functools
+import inspect
+import json
+import os
+import threading
 
 import keras
+
+from keras_nlp.distribution.layout_map import BackboneLayoutMap, verify_layouts
+from keras_nlp.distribution.mesh import MeshShape
+from keras_nlp.distribution.resolver import LayoutError, resolve_layout
+from keras_nlp.distribution.rules import normalize_rules
+from keras_nlp.distribution.shapes import abstract_variables
+
+# Per-thread construction state: how deep in nested backbone constructors
+# we are, and whether the current build is an abstract (shape-only) one.
+_construction = threading.local()
+
+_ABSTRACT_CACHE = {}
+_ABSTRACT_CACHE_SIZE = 64
+
+
+class _class_or_instance_method:
+    """A method callable on the class and on an instance.
+
+    The function receives `(cls, instance_or_None, *args, **kwargs)`.
+    """
+
+    def __init__(self, function):
+        self.function = function
+        functools.update_wrapper(self, function)
+
+    def __get__(self, instance, owner):
+        @functools.wraps(self.function)
+        def bound(*args, **kwargs):
+            return self.function(owner, instance, *args, **kwargs)
+
+        return bound
+
+
+def _constructor_config(init, instance, args, kwargs):
+    """The constructor arguments of a call, defaults applied, as a config."""
+    signature = inspect.signature(init)
+    bound = signature.bind(instance, *args, **kwargs)
+    bound.apply_defaults()
+    config = {}
+    for index, (name, parameter) in enumerate(signature.parameters.items()):
+        if index == 0:
+            continue
+        value = bound.arguments.get(name)
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            config.update(value or {})
+        elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL:
+            config[name] = value
+    return config
+
+
+def _active_backbone_layout_map():
+    distribution = keras.distribution.distribution()
+    layout_map = getattr(distribution, "_layout_map", None)
+    if isinstance(layout_map, BackboneLayoutMap):
+        return layout_map
+    return None
+
+
+def _binds_layout_before_init(init):
+    """Wraps a backbone `__init__` so layouts are resolved before variables.
+
+    Only the outermost backbone constructor of a call binds: subclasses
+    calling `super().__init__` and the abstract shape builds pass through.
+    """
+
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        depth = getattr(_construction, "depth", 0)
+        abstract = getattr(_construction, "abstract", False)
+        layout_map = None
+        plan = None
+        if depth == 0 and not abstract:
+            layout_map = _active_backbone_layout_map()
+            if layout_map is not None:
+                config = _constructor_config(init, self, args, kwargs)
+                plan = layout_map.bind(type(self), config)
+        _construction.depth = depth + 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            _construction.depth = depth
+        if plan is not None:
+            verify_layouts(self, plan, layout_map.device_mesh)
+            self._layout_plan = plan
+
+    __init__._binds_layout = True
+    return __init__
+
+
+def _registered_backbones(cls):
+    found = [cls]
+    for subclass in cls.__subclasses__():
+        found.extend(_registered_backbones(subclass))
+    return found
 
 
 class Backbone(keras.Model):
     """Base class of all backbones: a functional `keras.Model`.
 
-    Subclasses build their layers in `__init__`, wire a functional graph and
-    call `super().__init__(inputs=..., outputs=..., dtype=dtype, **kwargs)`,
-    then store their constructor arguments and return them from
-    `get_config()`.
+    A subclass builds its layers in `__init__`, wires a functional graph,
+    calls `super().__init__(inputs=..., outputs=..., dtype=dtype, **kwargs)`,
+    stores its constructor arguments and returns them from `get_config()`.
+    For model parallelism it adds one static method, `_layout_rules(config)`,
+    returning a short list of `(regex, spec)` pairs (see
+    `keras_nlp.distribution`). Everything else about sharding (validation,
+    shape checks, fallbacks, plans, verification) lives here.
+
+    Attributes:
+        presets: dict of preset name -> config (constructor arguments) of
+            the built-in presets of the class.
     """
 
     presets = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None and not getattr(init, "_binds_layout", False):
+            cls.__init__ = _binds_layout_before_init(init)
+
+    # === Config ===
 
     def get_config(self):
         return {
@@ -27,3 +142,346 @@ class Backbone(keras.Model):
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
         return cls(**config)
+
+    # === Presets ===
+
+    @classmethod
+    def _preset_owner(cls, preset):
+        for backbone_cls in _registered_backbones(cls):
+            if preset in backbone_cls.__dict__.get("presets", {}):
+                return backbone_cls
+        return None
+
+    @classmethod
+    def _available_presets(cls):
+        names = []
+        for backbone_cls in _registered_backbones(cls):
+            names.extend(backbone_cls.__dict__.get("presets", {}))
+        return sorted(names)
+
+    @classmethod
+    def _preset_config(cls, preset):
+        owner = cls._preset_owner(preset)
+        if owner is None:
+            raise ValueError(
+                f"Unknown preset {preset!r} for {cls.__name__}. Built-in "
+                f"presets: {', '.join(cls._available_presets()) or 'none'}."
+            )
+        return owner, dict(owner.presets[preset])
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """Builds a backbone from a built-in preset config.
+
+        Built-in presets are configs only: no weights are bundled and
+        nothing is downloaded.
+
+        Args:
+            preset: str, the name of a built-in preset (see `presets`).
+            load_weights: bool. Built-in presets have no weights, so this
+                must be `False` for them; `True` raises a `ValueError`.
+            **kwargs: constructor arguments overriding the preset's config,
+                e.g. `dtype="bfloat16"`.
+
+        Returns:
+            The backbone, with randomly initialized weights.
+
+        Example:
+
+        ```python
+        backbone = keras_nlp.models.GemmaBackbone.from_preset(
+            "gemma_2b_en", load_weights=False, num_layers=2
+        )
+        ```
+        """
+        if isinstance(preset, str) and os.path.isdir(preset):
+            raise ValueError(
+                f"{preset!r} is a directory. Loading preset directories "
+                "(config.json + model.weights.h5) is not supported yet; "
+                f"built-in presets are: "
+                f"{', '.join(cls._available_presets())}."
+            )
+        owner, config = cls._preset_config(preset)
+        if load_weights:
+            raise ValueError(
+                f"The built-in preset {preset!r} is a config only: keras_nlp "
+                "bundles no weights and never downloads them. Pass "
+                "load_weights=False to build it with random weights."
+            )
+        config.update(kwargs)
+        return owner.from_config(config)
+
+    # === Layouts ===
+
+    @staticmethod
+    def _layout_rules(config):
+        """The backbone's layout rules for `config`.
+
+        Returns a list of `(regex, spec)`; each regex is matched with
+        `re.fullmatch` against variable paths, and each spec entry names
+        the role (`MODEL`, `DATA`, a tuple of them, or `None`) of one
+        dimension. A list of specs gives alternatives, most preferred first.
+        """
+        raise NotImplementedError(
+            "This backbone defines no layout rules. Subclasses of Backbone "
+            "implement `_layout_rules(config)`; see CONTRIBUTING.md."
+        )
+
+    @classmethod
+    def _abstract_variables(cls, config):
+        key = (cls, json.dumps(config, sort_keys=True, default=repr))
+        if key in _ABSTRACT_CACHE:
+            return _ABSTRACT_CACHE[key]
+
+        def build():
+            return cls.from_config(config)
+
+        previous = keras.distribution.distribution()
+        _construction.abstract = True
+        keras.distribution.set_distribution(None)
+        try:
+            variables = abstract_variables(build)
+        finally:
+            keras.distribution.set_distribution(previous)
+            _construction.abstract = False
+        if len(_ABSTRACT_CACHE) >= _ABSTRACT_CACHE_SIZE:
+            _ABSTRACT_CACHE.pop(next(iter(_ABSTRACT_CACHE)))
+        _ABSTRACT_CACHE[key] = variables
+        return variables
+
+    @classmethod
+    def _config_for(cls, instance, config, preset, caller):
+        """Finds which class and config a layout call is about."""
+        if config is not None and preset is not None:
+            raise ValueError(
+                f"{caller} takes config= or preset=, not both. Received "
+                f"preset={preset!r} and a config."
+            )
+        if instance is not None:
+            if config is not None or preset is not None:
+                raise ValueError(
+                    f"{caller} on a built backbone uses that backbone's own "
+                    "config; call it on the class to pass config= or "
+                    "preset=."
+                )
+            return type(instance), instance.get_config(), None
+        if preset is not None:
+            owner, config = cls._preset_config(preset)
+            return owner, config, preset
+        if config is not None:
+            if not isinstance(config, dict):
+                raise ValueError(
+                    f"config= must be a dict of {cls.__name__} constructor "
+                    f"arguments. Received: {type(config).__name__}."
+                )
+            if cls is Backbone:
+                raise ValueError(
+                    "Backbone.get_layout_map(config=...) cannot tell which "
+                    "architecture the config is for. Call it on the "
+                    "backbone class, e.g. GemmaBackbone.get_layout_map."
+                )
+            return cls, dict(config), None
+        return cls, None, None
+
+    @staticmethod
+    def _check_axes(mesh, model_axis, data_axis):
+        names = list(mesh.axis_names)
+        if model_axis not in names:
+            raise ValueError(
+                f"model_parallel_dim_name={model_axis!r} is not an axis of "
+                f"the device mesh. The mesh's axis names are {names}."
+            )
+        if data_axis is not None and data_axis not in names:
+            raise ValueError(
+                f"data_parallel_dim_name={data_axis!r} is not an axis of the "
+                f"device mesh. The mesh's axis names are {names} (or pass "
+                "data_parallel_dim_name=None to shard no weight on a data "
+                "axis)."
+            )
+        if model_axis == data_axis:
+            raise ValueError(
+                "model_parallel_dim_name and data_parallel_dim_name must name "
+                f"different mesh axes; both are {model_axis!r}. The mesh's "
+                f"axis names are {names}."
+            )
+
+    @_class_or_instance_method
+    def plan_layout(
+        cls,
+        instance,
+        mesh,
+        *,
+        config=None,
+        preset=None,
+        model_parallel_dim_name="model",
+        data_parallel_dim_name="batch",
+        strict=False,
+        dtype=None,
+    ):
+        """Plans where every weight goes on a mesh, without any device.
+
+        Takes the same arguments as `get_layout_map` but only needs the
+        mesh's shape, and allocates no weights: the variables' shapes come
+        from an abstract build.
+
+        Args:
+            mesh: a `keras.distribution.DeviceMesh`, a
+                `keras_nlp.distribution.MeshShape`, or a dict of axis name
+                -> size such as `{"batch": 1, "model": 2}`.
+            config: dict of constructor arguments (class call only).
+            preset: str, a built-in preset name (class call only).
+            model_parallel_dim_name: mesh axis for the `MODEL` role.
+            data_parallel_dim_name: mesh axis for the `DATA` role, or
+                `None`.
+            strict: bool. Raise instead of falling back to replication.
+            dtype: str, optional dtype to count bytes in (e.g.
+                `"bfloat16"`); defaults to each variable's dtype.
+
+        Returns:
+            A `keras_nlp.distribution.LayoutPlan`.
+        """
+        mesh = MeshShape.from_mesh(mesh)
+        cls._check_axes(mesh, model_parallel_dim_name, data_parallel_dim_name)
+        owner, config, preset = cls._config_for(
+            instance, config, preset, "plan_layout"
+        )
+        if config is None:
+            raise ValueError(
+                f"{cls.__name__}.plan_layout needs a config: pass config= or "
+                "preset=, or call it on a built backbone."
+            )
+        rules = normalize_rules(owner._layout_rules(config), owner.__name__)
+        return resolve_layout(
+            rules,
+            owner._abstract_variables(config),
+            mesh,
+            model_axis=model_parallel_dim_name,
+            data_axis=data_parallel_dim_name,
+            owner=owner.__name__,
+            config=config,
+            preset=preset,
+            dtype=dtype,
+            strict=strict,
+        )
+
+    @_class_or_instance_method
+    def get_layout_map(
+        cls,
+        instance,
+        device_mesh,
+        model_parallel_dim_name="model",
+        data_parallel_dim_name="batch",
+        *,
+        config=None,
+        preset=None,
+        strict=False,
+    ):
+        """Returns a `keras.distribution.LayoutMap` that fits the real shapes.
+
+        Every weight of rank >= 2 gets a layout from the backbone's rules,
+        resolved against the weight's real shape and the mesh's axis sizes.
+        Weights are sharded on the model axis (tensor parallelism) and on
+        the data axis (FSDP-style). When an axis does not divide a
+        dimension, the rule's next alternative is tried; if none divides,
+        that axis is dropped from the dimension (the weight is replicated
+        along it) and the fallback is recorded in the plan. Attention heads
+        are never split and head_dim is never sharded as a fallback. So
+        Gemma 2B's single key/value head, kernel `(1, 2048, 256)`, is
+        replicated on the model axis instead of crashing.
+
+        Three ways to call it:
+        - On the class with only a mesh: the map binds to the config of the
+          backbone built inside the distribution's scope, before any variable
+          is created, so one call serves every config.
+        - On the class with `config=` or `preset=`: resolved now; inspect
+          `layout_map.plan`.
+        - On a built backbone: resolved now for its config.
+
+        After a backbone is built under the map, every variable's real
+        sharding is checked against the plan; any difference raises.
+
+        Args:
+            device_mesh: a `keras.distribution.DeviceMesh`.
+            model_parallel_dim_name: str, the mesh axis that shards heads,
+                MLP width and vocabulary. Defaults to `"model"`.
+            data_parallel_dim_name: str, the mesh axis that shards the
+                hidden dimension of weights (as in FSDP), or `None` to keep
+                weights whole along it. Defaults to `"batch"`.
+            config: dict, a config to resolve for now (class call only).
+            preset: str, a built-in preset to resolve for now (class call
+                only).
+            strict: bool. If `True`, any fallback to replication raises a
+                `ValueError` naming the weight, the dimension size and the
+                axis sizes that would divide it.
+
+        Returns:
+            A `keras_nlp.distribution.BackboneLayoutMap` (a
+            `keras.distribution.LayoutMap`); its `plan` attribute holds the
+            `LayoutPlan` once resolved.
+
+        Raises:
+            ValueError: if `device_mesh` is not a `DeviceMesh`, an axis name
+                is not in the mesh, both roles name the same axis, or
+                (`strict=True`) a rule cannot be applied.
+
+        Example:
+
+        ```python
+        import keras
+        import keras_nlp
+
+        devices = keras.distribution.list_devices()
+        mesh = keras.distribution.DeviceMesh(
+            (1, len(devices)), ("batch", "model"), devices
+        )
+        layout_map = keras_nlp.models.GemmaBackbone.get_layout_map(mesh)
+        distribution = keras.distribution.ModelParallel(
+            layout_map=layout_map, batch_dim_name="batch"
+        )
+        with distribution.scope():
+            backbone = keras_nlp.models.GemmaBackbone.from_preset(
+                "gemma_2b_en", load_weights=False, num_layers=2
+            )
+        print(layout_map.plan.summary())
+        ```
+        """
+        if not isinstance(device_mesh, keras.distribution.DeviceMesh):
+            raise ValueError(
+                "device_mesh must be a keras.distribution.DeviceMesh. "
+                f"Received an object of type {type(device_mesh).__name__}: "
+                f"{device_mesh!r}. Build one with keras.distribution."
+                "DeviceMesh(shape, axis_names, devices); to plan without "
+                "devices use plan_layout."
+            )
+        cls._check_axes(
+            device_mesh, model_parallel_dim_name, data_parallel_dim_name
+        )
+        owner, config, preset = cls._config_for(
+            instance, config, preset, "get_layout_map"
+        )
+        plan = None
+        if config is not None:
+            plan = owner.plan_layout(
+                device_mesh,
+                config=None if preset else config,
+                preset=preset,
+                model_parallel_dim_name=model_parallel_dim_name,
+                data_parallel_dim_name=data_parallel_dim_name,
+                strict=strict,
+            )
+        return BackboneLayoutMap(
+            device_mesh,
+            owner,
+            model_axis=model_parallel_dim_name,
+            data_axis=data_parallel_dim_name,
+            strict=strict,
+            plan=plan,
+        )
+
+    @property
+    def layout_plan(self):
+        """The `LayoutPlan` this backbone was built with, or `None`."""
+        return getattr(self, "_layout_plan", None)
+
+
+__all__ = ["Backbone", "LayoutError"]

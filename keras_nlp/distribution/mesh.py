@@ -1,0 +1,110 @@
+"""Mesh shapes: planning needs axis names and sizes, never devices."""
+
+import keras
+
+
+class MeshShape:
+    """Axis names and sizes of a device mesh, with no devices attached.
+
+    Plans are computed from this alone, so a layout for 256 accelerators can
+    be checked on a laptop.
+
+    Args:
+        shape: tuple of ints, the size of each mesh axis.
+        axis_names: tuple of str, one name per axis.
+
+    Example:
+
+    ```python
+    mesh = MeshShape((1, 2), ("batch", "model"))
+    mesh.size("model")  # 2
+    MeshShape.parse("2x4").axis_sizes  # {"batch": 2, "model": 4}
+    ```
+    """
+
+    def __init__(self, shape, axis_names=("batch", "model")):
+        shape = tuple(shape)
+        axis_names = tuple(axis_names)
+        if len(shape) != len(axis_names):
+            raise ValueError(
+                f"A mesh shape {shape} needs one axis name per axis; "
+                f"received axis_names={axis_names}."
+            )
+        for size in shape:
+            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+                raise ValueError(
+                    f"Mesh axis sizes must be positive integers. "
+                    f"Received shape={shape}."
+                )
+        if len(set(axis_names)) != len(axis_names):
+            raise ValueError(
+                f"Mesh axis names must be distinct. "
+                f"Received axis_names={axis_names}."
+            )
+        self.shape = shape
+        self.axis_names = axis_names
+
+    @classmethod
+    def from_mesh(cls, mesh):
+        """A `MeshShape` from a `DeviceMesh`, a `MeshShape` or a dict."""
+        if isinstance(mesh, MeshShape):
+            return mesh
+        if isinstance(mesh, keras.distribution.DeviceMesh):
+            return cls(tuple(mesh.shape), tuple(mesh.axis_names))
+        if isinstance(mesh, dict):
+            return cls(tuple(mesh.values()), tuple(mesh.keys()))
+        raise ValueError(
+            "Expected a keras.distribution.DeviceMesh, a MeshShape or a dict "
+            "of axis name -> size. Received an object of type "
+            f"{type(mesh).__name__}: {mesh!r}."
+        )
+
+    @classmethod
+    def parse(cls, text, axis_names=("batch", "model")):
+        """Parses `"1x2"` into a mesh with the given axis names."""
+        parts = str(text).lower().split("x")
+        try:
+            shape = tuple(int(part) for part in parts)
+        except ValueError:
+            raise ValueError(
+                f"Could not read the mesh shape {text!r}. Write one size per "
+                f"axis joined by 'x', e.g. '1x2' for axes {axis_names}."
+            ) from None
+        if len(shape) != len(axis_names):
+            raise ValueError(
+                f"The mesh shape {text!r} has {len(shape)} axes but "
+                f"{len(axis_names)} axis names were given: {axis_names}."
+            )
+        return cls(shape, axis_names)
+
+    @property
+    def axis_sizes(self):
+        return dict(zip(self.axis_names, self.shape))
+
+    @property
+    def num_devices(self):
+        count = 1
+        for size in self.shape:
+            count *= size
+        return count
+
+    def size(self, axis_name):
+        return self.axis_sizes[axis_name]
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, MeshShape)
+            and self.shape == other.shape
+            and self.axis_names == other.axis_names
+        )
+
+    def __hash__(self):
+        return hash((self.shape, self.axis_names))
+
+    def __str__(self):
+        return "x".join(str(size) for size in self.shape) + (
+            " (" + ", ".join(self.axis_names) + ")"
+        )
+
+    def __repr__(self):
+        return f"MeshShape({self.shape}, {self.axis_names})"

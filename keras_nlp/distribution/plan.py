@@ -1,0 +1,385 @@
+"""Layout plans: every weight's placement, explained, with memory totals."""
+
+import dataclasses
+import json
+import re
+
+import numpy as np
+
+from keras_nlp.distribution.mesh import MeshShape
+
+_ITEMSIZE = {
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int16": 2,
+    "uint16": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "float32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+}
+
+# Decisions a weight can get, in the words the plan reports them.
+SHARDED = "sharded"
+ALTERNATIVE = "alternative"
+FALLBACK = "fallback"
+REPLICATED = "replicated"
+
+
+def dtype_itemsize(dtype):
+    """Bytes per element of a dtype name such as `"bfloat16"`."""
+    name = str(dtype)
+    if name not in _ITEMSIZE:
+        raise ValueError(
+            f"Unknown dtype {dtype!r} for a layout plan. Known dtypes: "
+            f"{', '.join(sorted(_ITEMSIZE))}."
+        )
+    return _ITEMSIZE[name]
+
+
+def spec_to_json(spec):
+    return [
+        list(entry) if isinstance(entry, tuple) else entry for entry in spec
+    ]
+
+
+def format_axis_spec(spec):
+    def entry_text(entry):
+        if entry is None:
+            return "None"
+        if isinstance(entry, tuple):
+            return "(" + ", ".join(entry) + ")"
+        return entry
+
+    return "(" + ", ".join(entry_text(entry) for entry in spec) + ")"
+
+
+@dataclasses.dataclass(frozen=True)
+class Fallback:
+    """A mesh axis dropped from one dimension because it does not divide it.
+
+    Attributes:
+        dim: index of the dimension.
+        dim_size: its size.
+        axis: the dropped mesh axis name.
+        axis_size: the size of that axis.
+        divisors: axis sizes that would divide `dim_size` (up to a bound).
+    """
+
+    dim: int
+    dim_size: int
+    axis: str
+    axis_size: int
+    divisors: tuple
+
+    def short(self):
+        return (
+            f"dim {self.dim} (size {self.dim_size}) is not divisible by "
+            f"'{self.axis}' (size {self.axis_size})"
+        )
+
+    def describe(self):
+        divisors = ", ".join(str(d) for d in self.divisors)
+        return (
+            f"{self.short()}, so it is replicated along '{self.axis}'; "
+            f"axis sizes that divide {self.dim_size}: {divisors}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightPlan:
+    """The placement of one weight.
+
+    Attributes:
+        path: the variable path, as Keras's `LayoutMap` sees it.
+        shape: the full shape.
+        dtype: the dtype the bytes are counted in.
+        spec: one mesh-axis entry per dimension (`None`, an axis name, or a
+            tuple of axis names).
+        shard_shape: the shape each device holds.
+        decision: `"sharded"`, `"alternative"`, `"fallback"` or
+            `"replicated"`.
+        reason: why, in words.
+        rule: the regex that matched, or `None`.
+        fallbacks: the `Fallback`s behind a `"fallback"` decision.
+    """
+
+    path: str
+    shape: tuple
+    dtype: str
+    spec: tuple
+    shard_shape: tuple
+    decision: str
+    reason: str
+    rule: str = None
+    fallbacks: tuple = ()
+
+    @property
+    def params(self):
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def shard_params(self):
+        return int(np.prod(self.shard_shape, dtype=np.int64))
+
+    @property
+    def bytes(self):
+        return self.params * dtype_itemsize(self.dtype)
+
+    @property
+    def shard_bytes(self):
+        return self.shard_params * dtype_itemsize(self.dtype)
+
+    def to_dict(self):
+        return {
+            "path": self.path,
+            "shape": list(self.shape),
+            "dtype": self.dtype,
+            "spec": spec_to_json(self.spec),
+            "shard_shape": list(self.shard_shape),
+            "params": self.params,
+            "bytes": self.bytes,
+            "shard_bytes": self.shard_bytes,
+            "decision": self.decision,
+            "reason": self.reason,
+            "rule": self.rule,
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class LayoutPlan:
+    """Where every weight of a backbone goes on a mesh, and what it costs.
+
+    A plan is computed from the mesh *shape* alone: no devices and no weight
+    allocation. Every device holds one shard of every weight, so the
+    per-device totals are the sums of the shard sizes.
+
+    Attributes:
+        backbone: the backbone class name.
+        config: the backbone config the plan was resolved for.
+        mesh: the `MeshShape`.
+        model_axis: the mesh axis name used for the `MODEL` role.
+        data_axis: the mesh axis name used for the `DATA` role, or `None`.
+        weights: a tuple of `WeightPlan`, in the model's weight order.
+        preset: the preset name, when the plan was made from one.
+
+    Example:
+
+    ```python
+    plan = keras_nlp.models.GemmaBackbone.plan_layout(
+        {"batch": 1, "model": 2}, preset="gemma_2b_en"
+    )
+    plan.weight("decoder_block_0/attention/key/kernel").spec
+    # (None, "batch", None)
+    print(plan.memory_ratio)  # per-device parameters / ideal
+    ```
+    """
+
+    backbone: str
+    config: dict
+    mesh: MeshShape
+    model_axis: str
+    data_axis: str
+    weights: tuple
+    preset: str = None
+
+    def weight(self, path):
+        """The `WeightPlan` of the variable at `path`."""
+        for weight in self.weights:
+            if weight.path == path:
+                return weight
+        raise KeyError(
+            f"No weight with path {path!r} in the {self.backbone} plan. "
+            f"Example paths: {[w.path for w in self.weights[:3]]}."
+        )
+
+    def explain(self, path):
+        """One line on where the weight at `path` goes and why."""
+        weight = self.weight(path)
+        return (
+            f"{weight.path} {weight.shape} -> {format_axis_spec(weight.spec)}"
+            f", shard {weight.shard_shape}: {weight.decision}; "
+            f"{weight.reason}"
+        )
+
+    @property
+    def num_devices(self):
+        return self.mesh.num_devices
+
+    @property
+    def dtypes(self):
+        return sorted({weight.dtype for weight in self.weights})
+
+    @property
+    def total_params(self):
+        return sum(weight.params for weight in self.weights)
+
+    @property
+    def total_bytes(self):
+        return sum(weight.bytes for weight in self.weights)
+
+    @property
+    def params_per_device(self):
+        return sum(weight.shard_params for weight in self.weights)
+
+    @property
+    def bytes_per_device(self):
+        return sum(weight.shard_bytes for weight in self.weights)
+
+    @property
+    def ideal_params_per_device(self):
+        return self.total_params / self.num_devices
+
+    @property
+    def ideal_bytes_per_device(self):
+        return self.total_bytes / self.num_devices
+
+    @property
+    def memory_ratio(self):
+        """Per-device parameter bytes over the ideal (total / devices)."""
+        return self.bytes_per_device / self.ideal_bytes_per_device
+
+    @property
+    def replicated_bytes_fraction(self):
+        """Share of the model's bytes in weights held whole on every device.
+
+        Always 0 on a single device, where nothing is replicated.
+        """
+        if self.num_devices == 1 or not self.total_bytes:
+            return 0.0
+        whole = sum(
+            weight.bytes
+            for weight in self.weights
+            if weight.shard_shape == weight.shape
+        )
+        return whole / self.total_bytes
+
+    @property
+    def fallbacks(self):
+        """Weights whose rule could not be applied as written."""
+        return tuple(w for w in self.weights if w.decision == FALLBACK)
+
+    def to_dict(self):
+        return {
+            "backbone": self.backbone,
+            "preset": self.preset,
+            "config": _jsonable(self.config),
+            "mesh": self.mesh.axis_sizes,
+            "model_axis": self.model_axis,
+            "data_axis": self.data_axis,
+            "dtypes": self.dtypes,
+            "num_devices": self.num_devices,
+            "total_params": self.total_params,
+            "total_bytes": self.total_bytes,
+            "max_params_per_device": self.params_per_device,
+            "max_bytes_per_device": self.bytes_per_device,
+            "ideal_params_per_device": self.ideal_params_per_device,
+            "ideal_bytes_per_device": self.ideal_bytes_per_device,
+            "memory_ratio": self.memory_ratio,
+            "replicated_bytes_fraction": self.replicated_bytes_fraction,
+            "num_fallbacks": len(self.fallbacks),
+            "weights": [weight.to_dict() for weight in self.weights],
+        }
+
+    def to_json(self, **kwargs):
+        return json.dumps(self.to_dict(), **kwargs)
+
+    def summary(self):
+        """The totals as a few lines of text."""
+        name = self.preset or self.backbone
+        lines = [
+            f"{name} ({self.backbone}) on mesh {self.mesh}, "
+            f"{self.num_devices} device(s), dtype {'/'.join(self.dtypes)}",
+            f"total parameters:      {self.total_params:,} "
+            f"({_format_bytes(self.total_bytes)})",
+            f"parameters per device: {self.params_per_device:,} "
+            f"({_format_bytes(self.bytes_per_device)})",
+            f"ideal per device:      {self.ideal_params_per_device:,.0f} "
+            f"({_format_bytes(self.ideal_bytes_per_device)}), "
+            f"ratio {self.memory_ratio:.3f}",
+            f"bytes replicated:      {self.replicated_bytes_fraction:.1%} "
+            "of the model is held whole on every device",
+            f"fallbacks:             {len(self.fallbacks)} weight(s)",
+        ]
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.summary()
+
+    def grouped_rows(self):
+        """Rows that fold repeated blocks (`decoder_block_{i}`) into one.
+
+        Returns:
+            A list of `(path_template, count, WeightPlan)`.
+        """
+        groups = {}
+        for weight in self.weights:
+            template = re.sub(r"_\d+(?=/)", "_{i}", weight.path)
+            key = (template, weight.shape, weight.spec, weight.reason)
+            if key in groups:
+                groups[key][1] += 1
+            else:
+                groups[key] = [template, 1, weight]
+        return [tuple(row) for row in groups.values()]
+
+    def print(self, console=None, all_weights=False):
+        """Prints the plan as a table, then its totals, with `rich`.
+
+        Args:
+            console: an optional `rich.console.Console`.
+            all_weights: bool. List every weight instead of folding
+                repeated blocks into one row.
+        """
+        from rich.console import Console
+        from rich.table import Table
+
+        console = console or Console()
+        table = Table(
+            title=f"{self.preset or self.backbone} on mesh {self.mesh}",
+            show_lines=False,
+        )
+        for column in ("weight", "x", "shape", "spec", "shard", "per device"):
+            table.add_column(column, no_wrap=column != "weight")
+        table.add_column("decision")
+        if all_weights:
+            rows = [(weight.path, 1, weight) for weight in self.weights]
+        else:
+            rows = self.grouped_rows()
+        styles = {FALLBACK: "yellow", ALTERNATIVE: "cyan", REPLICATED: "dim"}
+        for template, count, weight in rows:
+            decision = weight.decision
+            if decision != SHARDED:
+                decision = f"{decision}: {weight.reason}"
+            table.add_row(
+                template,
+                str(count),
+                str(weight.shape),
+                format_axis_spec(weight.spec),
+                str(weight.shard_shape),
+                _format_bytes(weight.shard_bytes * count),
+                decision,
+                style=styles.get(weight.decision),
+            )
+        console.print(table)
+        console.print(self.summary())
+
+
+def _format_bytes(count):
+    count = float(count)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(count) < 1024 or unit == "TiB":
+            return (
+                f"{count:.0f} {unit}" if unit == "B" else f"{count:.2f} {unit}"
+            )
+        count /= 1024
+
+
+def _jsonable(value):
+    return json.loads(json.dumps(value, default=str))

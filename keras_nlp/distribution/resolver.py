@@ -1,0 +1,320 @@
+"""Resolving a backbone's layout rules against real shapes and a mesh.
+
+This is the one place that decides where weights go. Rules name roles per
+dimension; here each role becomes a mesh axis, and an axis is kept on a
+dimension only if its size divides the dimension. A rule's alternatives are
+tried in order; if none divides, the axes that do not divide are dropped
+(the dimension is replicated along them). Nothing else moves: an axis is
+never put on a dimension its rule did not name, so heads are never split
+and head_dim is never sharded as a fallback.
+"""
+
+from keras_nlp.distribution.plan import (
+    ALTERNATIVE,
+    FALLBACK,
+    REPLICATED,
+    SHARDED,
+    Fallback,
+    LayoutPlan,
+    WeightPlan,
+    format_axis_spec,
+)
+from keras_nlp.distribution.rules import DATA, MODEL, Role, format_spec
+
+_MAX_LISTED = 12
+
+
+class LayoutError(ValueError):
+    """A layout plan cannot be made, or the built model does not follow it."""
+
+
+def _divisors(size, bound):
+    return tuple(d for d in range(1, min(size, bound) + 1) if size % d == 0)
+
+
+def _entry_roles(entry):
+    if entry is None:
+        return ()
+    if isinstance(entry, Role):
+        return (entry,)
+    return entry
+
+
+def _place(alternative, shape, role_axes, axis_sizes, divisor_bound):
+    """Maps one role spec onto mesh axes for `shape`.
+
+    Returns:
+        `(spec, fallbacks)`: the mesh-axis spec and the dropped axes.
+    """
+    spec = []
+    fallbacks = []
+    for dim, (entry, dim_size) in enumerate(zip(alternative, shape)):
+        axes = [role_axes[role] for role in _entry_roles(entry)]
+        axes = [axis for axis in axes if axis is not None]
+        while axes:
+            product = 1
+            for axis in axes:
+                product *= axis_sizes[axis]
+            if dim_size % product == 0:
+                break
+            # Drop the last-named axis first: rules list the axes that
+            # matter most first.
+            dropped = axes.pop()
+            fallbacks.append(
+                Fallback(
+                    dim=dim,
+                    dim_size=dim_size,
+                    axis=dropped,
+                    axis_size=axis_sizes[dropped],
+                    divisors=_divisors(dim_size, divisor_bound),
+                )
+            )
+        if not axes:
+            spec.append(None)
+        elif len(axes) == 1:
+            spec.append(axes[0])
+        else:
+            spec.append(tuple(axes))
+    return tuple(spec), tuple(fallbacks)
+
+
+def _shard_shape(shape, spec, axis_sizes):
+    shard = []
+    for dim_size, entry in zip(shape, spec):
+        axes = (
+            ()
+            if entry is None
+            else ((entry,) if isinstance(entry, str) else entry)
+        )
+        factor = 1
+        for axis in axes:
+            factor *= axis_sizes[axis]
+        shard.append(dim_size // factor)
+    return tuple(shard)
+
+
+def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
+    axis_sizes = mesh.axis_sizes
+    shape = variable.shape
+    if rule.declares_replicated:
+        spec = (None,) * len(shape)
+        return WeightPlan(
+            path=variable.path,
+            shape=shape,
+            dtype=dtype,
+            spec=spec,
+            shard_shape=shape,
+            decision=REPLICATED,
+            reason=f"declared replicated by {rule.owner}",
+            rule=rule.pattern,
+        )
+    tried = []
+    for index, alternative in enumerate(rule.alternatives):
+        spec, fallbacks = _place(
+            alternative, shape, role_axes, axis_sizes, divisor_bound
+        )
+        tried.append((index, alternative, spec, fallbacks))
+        if not fallbacks:
+            break
+    index, alternative, spec, fallbacks = tried[-1]
+    if fallbacks:
+        # No alternative divides fully: keep the one that shards the most,
+        # the earliest on a tie.
+        index, alternative, spec, fallbacks = min(
+            tried,
+            key=lambda t: (
+                _shard_params(_shard_shape(shape, t[2], axis_sizes)),
+                t[0],
+            ),
+        )
+    shard_shape = _shard_shape(shape, spec, axis_sizes)
+    rejected = [
+        f"{format_spec(t[1])} does not divide ("
+        + "; ".join(f.short() for f in t[3])
+        + ")"
+        for t in tried
+        if t[0] != index and t[3]
+    ]
+    if fallbacks:
+        decision = FALLBACK
+        reason = "; ".join(f.describe() for f in fallbacks)
+        if rejected:
+            reason += "; alternatives " + ", ".join(rejected)
+    elif index > 0:
+        decision = ALTERNATIVE
+        reason = (
+            f"alternative {index + 1} {format_spec(alternative)} of "
+            f"{rule.owner}'s rule, since " + ", ".join(rejected)
+        )
+    else:
+        decision = SHARDED
+        reason = f"{rule.owner} rule {format_spec(alternative)}"
+    return WeightPlan(
+        path=variable.path,
+        shape=shape,
+        dtype=dtype,
+        spec=spec,
+        shard_shape=shard_shape,
+        decision=decision,
+        reason=reason,
+        rule=rule.pattern,
+        fallbacks=fallbacks,
+    )
+
+
+def _shard_params(shard_shape):
+    count = 1
+    for size in shard_shape:
+        count *= size
+    return count
+
+
+def _listing(lines):
+    shown = lines[:_MAX_LISTED]
+    text = "\n".join(f"  - {line}" for line in shown)
+    if len(lines) > _MAX_LISTED:
+        text += f"\n  ... and {len(lines) - _MAX_LISTED} more"
+    return text
+
+
+def resolve_layout(
+    rules,
+    variables,
+    mesh,
+    *,
+    model_axis,
+    data_axis,
+    owner,
+    config=None,
+    preset=None,
+    dtype=None,
+    strict=False,
+):
+    """Resolves layout rules against variables and a mesh into a plan.
+
+    Args:
+        rules: list of `LayoutRule` (see `normalize_rules`).
+        variables: the model's `VariableInfo`s (see `abstract_variables`).
+        mesh: a `MeshShape`.
+        model_axis: mesh axis name for the `MODEL` role.
+        data_axis: mesh axis name for the `DATA` role, or `None` to shard
+            no weight on the data axis.
+        owner: the backbone class name, for messages.
+        config: the config the variables come from, kept in the plan.
+        preset: the preset name, if any, kept in the plan.
+        dtype: optional dtype name to count bytes in; defaults to each
+            variable's own dtype.
+        strict: bool. If `True`, any fallback raises `LayoutError`.
+
+    Returns:
+        A `LayoutPlan`.
+
+    Raises:
+        LayoutError: if a variable of rank >= 2 matches no rule, a variable
+            matches two rules, a rule's rank differs from its variable's, a
+            rule matches no variable, or (`strict`) a rule cannot be applied
+            as written.
+    """
+    role_axes = {MODEL: model_axis, DATA: data_axis}
+    divisor_bound = max(64, mesh.num_devices)
+    hits = {rule.pattern: 0 for rule in rules}
+    weights = []
+    problems = {"overlap": [], "rank": [], "uncovered": []}
+    for variable in variables:
+        matches = [rule for rule in rules if rule.matches(variable.path)]
+        weight_dtype = dtype or variable.dtype
+        if len(matches) > 1:
+            problems["overlap"].append(
+                f"{variable.path} matches "
+                + ", ".join(repr(rule.pattern) for rule in matches)
+            )
+            continue
+        if not matches:
+            if len(variable.shape) >= 2:
+                problems["uncovered"].append(
+                    f"{variable.path} {variable.shape}"
+                )
+                continue
+            weights.append(
+                WeightPlan(
+                    path=variable.path,
+                    shape=variable.shape,
+                    dtype=weight_dtype,
+                    spec=(None,) * len(variable.shape),
+                    shard_shape=variable.shape,
+                    decision=REPLICATED,
+                    reason="rank < 2 (a norm scale or bias): replicated",
+                )
+            )
+            continue
+        rule = matches[0]
+        hits[rule.pattern] += 1
+        if len(variable.shape) != rule.rank:
+            problems["rank"].append(
+                f"{variable.path} has shape {variable.shape} (rank "
+                f"{len(variable.shape)}) but rule {rule.pattern!r} gives "
+                f"{rule.rank} entries: {format_spec(rule.alternatives[0])}"
+            )
+            continue
+        weights.append(
+            _resolve_weight(
+                variable, rule, role_axes, mesh, weight_dtype, divisor_bound
+            )
+        )
+
+    unused = [pattern for pattern, count in hits.items() if count == 0]
+    messages = []
+    if problems["overlap"]:
+        messages.append(
+            "Each variable must match at most one layout rule, but:\n"
+            + _listing(problems["overlap"])
+        )
+    if problems["rank"]:
+        messages.append(
+            "Layout rules must give one entry per dimension, but:\n"
+            + _listing(problems["rank"])
+        )
+    if problems["uncovered"]:
+        messages.append(
+            "These variables of rank >= 2 match no layout rule and would be "
+            "silently replicated on every device. Add a rule for them to "
+            f"{owner}._layout_rules, or declare them replicated with an "
+            "all-None spec:\n" + _listing(problems["uncovered"])
+        )
+    if unused:
+        messages.append(
+            f"These {owner} layout rules match no variable of this config "
+            "(a typo, or a rule that only applies to other configs and "
+            "should be returned conditionally):\n"
+            + _listing([repr(pattern) for pattern in unused])
+        )
+    if messages:
+        raise LayoutError(
+            f"The layout rules of {owner} do not fit its variables.\n"
+            + "\n".join(messages)
+        )
+
+    plan = LayoutPlan(
+        backbone=owner,
+        config=dict(config or {}),
+        mesh=mesh,
+        model_axis=model_axis,
+        data_axis=data_axis,
+        weights=tuple(weights),
+        preset=preset,
+    )
+    if strict and plan.fallbacks:
+        lines = [
+            f"{weight.path} {weight.shape} -> "
+            f"{format_axis_spec(weight.spec)}: "
+            + "; ".join(f.describe() for f in weight.fallbacks)
+            for weight in plan.fallbacks
+        ]
+        raise LayoutError(
+            f"strict=True: {len(plan.fallbacks)} {owner} weight(s) cannot be "
+            f"sharded as their rules ask on mesh {mesh}:\n"
+            + _listing(lines)
+            + "\nChoose mesh axis sizes that divide these dimensions, or "
+            "pass strict=False to accept replication along those axes."
+        )
+    return plan
