@@ -79,7 +79,7 @@ class MeshShape:
 
     @property
     def axis_sizes(self):
-        return dict(zip(self.axis_names, self.shape))
+        return dict(zip(self.axis_names, self.shape, strict=True))
 
     @property
     def num_devices(self):

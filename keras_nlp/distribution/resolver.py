@@ -48,7 +48,9 @@ def _place(alternative, shape, role_axes, axis_sizes, divisor_bound):
     """
     spec = []
     fallbacks = []
-    for dim, (entry, dim_size) in enumerate(zip(alternative, shape)):
+    for dim, (entry, dim_size) in enumerate(
+        zip(alternative, shape, strict=True)
+    ):
         axes = [role_axes[role] for role in _entry_roles(entry)]
         axes = [axis for axis in axes if axis is not None]
         while axes:
@@ -80,7 +82,7 @@ def _place(alternative, shape, role_axes, axis_sizes, divisor_bound):
 
 def _shard_shape(shape, spec, axis_sizes):
     shard = []
-    for dim_size, entry in zip(shape, spec):
+    for dim_size, entry in zip(shape, spec, strict=True):
         axes = (
             ()
             if entry is None

@@ -1,0 +1,8 @@
+"""Reusable layers shared by keras_nlp backbones."""
+
+from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+from keras_nlp.layers.zero_centered_rms_normalization import (
+    ZeroCenteredRMSNormalization,
+)
+
+__all__ = ["RotaryEmbedding", "ZeroCenteredRMSNormalization"]
