@@ -1,0 +1,165 @@
+"""The Backbone base class: presets, validation of layout calls, plans."""
+
+import keras
+import pytest
+
+import keras_nlp
+from keras_nlp.models import Backbone
+from keras_nlp.models import GemmaBackbone
+
+TINY = dict(
+    vocabulary_size=128,
+    num_layers=1,
+    num_query_heads=4,
+    num_key_value_heads=1,
+    hidden_dim=32,
+    intermediate_dim=64,
+    head_dim=8,
+)
+
+
+@pytest.fixture
+def mesh():
+    devices = keras.distribution.list_devices()[:2]
+    return keras.distribution.DeviceMesh((1, 2), ("batch", "model"), devices)
+
+
+def test_get_layout_map_rejects_a_non_mesh():
+    with pytest.raises(ValueError) as info:
+        GemmaBackbone.get_layout_map((1, 2))
+    message = str(info.value)
+    assert "device_mesh must be a keras.distribution.DeviceMesh" in message
+    assert "Received an object of type tuple: (1, 2)" in message
+
+
+def test_get_layout_map_names_a_missing_model_axis(mesh):
+    with pytest.raises(ValueError) as info:
+        GemmaBackbone.get_layout_map(mesh, model_parallel_dim_name="tensor")
+    assert str(info.value) == (
+        "model_parallel_dim_name='tensor' is not an axis of the device mesh. "
+        "The mesh's axis names are ['batch', 'model']."
+    )
+
+
+def test_get_layout_map_names_a_missing_data_axis(mesh):
+    with pytest.raises(ValueError) as info:
+        GemmaBackbone.get_layout_map(mesh, data_parallel_dim_name="data")
+    assert "data_parallel_dim_name='data' is not an axis" in str(info.value)
+    assert "['batch', 'model']" in str(info.value)
+
+
+def test_get_layout_map_rejects_one_axis_for_both_roles(mesh):
+    with pytest.raises(ValueError) as info:
+        GemmaBackbone.get_layout_map(
+            mesh,
+            model_parallel_dim_name="model",
+            data_parallel_dim_name="model",
+        )
+    assert "must name different mesh axes; both are 'model'" in str(info.value)
+
+
+def test_get_layout_map_rejects_config_and_preset(mesh):
+    with pytest.raises(ValueError, match="takes config= or preset=, not both"):
+        GemmaBackbone.get_layout_map(mesh, config=TINY, preset="gemma_2b_en")
+
+
+def test_unknown_preset_lists_the_built_in_ones(mesh):
+    with pytest.raises(ValueError) as info:
+        GemmaBackbone.get_layout_map(mesh, preset="gemma_3b")
+    assert "Unknown preset 'gemma_3b' for GemmaBackbone" in str(info.value)
+    assert "gemma2_27b_en" in str(info.value)
+
+
+def test_instance_call_takes_no_config(mesh):
+    backbone = GemmaBackbone(**TINY)
+    with pytest.raises(ValueError, match="uses that backbone's own config"):
+        backbone.get_layout_map(mesh, config=TINY)
+
+
+def test_base_class_needs_a_preset_to_know_the_architecture(mesh):
+    with pytest.raises(ValueError, match="cannot tell which architecture"):
+        Backbone.get_layout_map(mesh, config=TINY)
+    layout_map = Backbone.get_layout_map(mesh, preset="gemma_2b_en")
+    assert layout_map.backbone_cls is GemmaBackbone
+
+
+def test_plan_layout_needs_a_config():
+    with pytest.raises(ValueError, match="plan_layout needs a config"):
+        GemmaBackbone.plan_layout({"batch": 1, "model": 2})
+
+
+def test_from_preset_refuses_weights_it_does_not_have():
+    with pytest.raises(ValueError) as info:
+        GemmaBackbone.from_preset("gemma_2b_en")
+    assert "'gemma_2b_en' is a config only" in str(info.value)
+    assert "load_weights=False" in str(info.value)
+
+
+def test_from_preset_builds_the_config_with_overrides():
+    backbone = Backbone.from_preset(
+        "gemma_2b_en",
+        load_weights=False,
+        num_layers=1,
+        vocabulary_size=64,
+        intermediate_dim=64,
+    )
+    assert isinstance(backbone, GemmaBackbone)
+    assert backbone.num_query_heads == 8
+    assert backbone.num_key_value_heads == 1
+    assert backbone.hidden_dim == 2048
+
+
+def test_presets_are_the_seven_built_in_gemma_configs():
+    assert sorted(GemmaBackbone.presets) == [
+        "gemma2_27b_en",
+        "gemma2_2b_en",
+        "gemma2_9b_en",
+        "gemma_2b_en",
+        "gemma_7b_en",
+        "gemma_instruct_2b_en",
+        "gemma_instruct_7b_en",
+    ]
+
+
+def test_public_api_is_reexported():
+    assert keras_nlp.models.Backbone is Backbone
+    assert keras_nlp.models.GemmaBackbone is GemmaBackbone
+    assert keras_nlp.distribution.MODEL.name == "MODEL"
+    assert issubclass(keras_nlp.distribution.LayoutError, ValueError)
+
+
+@pytest.mark.parametrize(
+    "preset, total",
+    [("gemma_2b_en", 2_506_172_416), ("gemma_7b_en", 8_537_680_896)],
+)
+def test_full_size_plan_totals(preset, total):
+    plan = GemmaBackbone.plan_layout({"batch": 1, "model": 2}, preset=preset)
+    assert plan.total_params == total
+    assert plan.ideal_params_per_device == total / 2
+
+
+def test_gemma_2b_plan_on_two_devices_holds_about_half():
+    plan = GemmaBackbone.plan_layout(
+        {"batch": 1, "model": 2}, preset="gemma_2b_en", dtype="bfloat16"
+    )
+    # Only the 36 single-head key/value kernels stay whole on each device.
+    assert len(plan.fallbacks) == 36
+    replicated = 36 * 2048 * 256
+    assert plan.params_per_device == (plan.total_params - replicated) // 2 + (
+        replicated
+    )
+    assert plan.memory_ratio == pytest.approx(1.0076, abs=1e-4)
+    assert plan.total_bytes == 2 * plan.total_params
+
+
+@pytest.mark.parametrize("preset", sorted(GemmaBackbone.presets))
+@pytest.mark.parametrize("mesh_shape", [(1, 2), (1, 8), (2, 4), (8, 1)])
+def test_every_preset_resolves_on_every_mesh(preset, mesh_shape):
+    plan = GemmaBackbone.plan_layout(
+        dict(zip(("batch", "model"), mesh_shape, strict=True)), preset=preset
+    )
+    assert plan.memory_ratio < 1.02
+    for weight in plan.fallbacks:
+        assert "/attention/key/" in weight.path or "/attention/value/" in (
+            weight.path
+        )

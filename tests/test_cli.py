@@ -1,0 +1,99 @@
+"""`python -m keras_nlp plan`: the main job, offline, on built-in presets."""
+
+import json
+import os
+import subprocess
+import sys
+
+from keras_nlp.cli import main
+
+KV = "decoder_block_0/attention/key/kernel"
+
+
+def run_json(capsys, *args):
+    assert main(["plan", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_json_plan_for_gemma_2b_on_two_devices(capsys):
+    plan = run_json(capsys, "gemma_2b_en", "--mesh", "1x2")
+    assert plan["total_params"] == 2_506_172_416
+    assert plan["ideal_params_per_device"] == 2_506_172_416 / 2
+    # About half: only the single-head key/value kernels are whole.
+    assert plan["max_params_per_device"] == 1_262_561_280
+    weights = {w["path"]: w for w in plan["weights"]}
+    assert weights[KV]["shape"] == [1, 2048, 256]
+    assert weights[KV]["spec"] == [None, "batch", None]
+    assert weights[KV]["shard_shape"] == [1, 2048, 256]
+    assert weights[KV]["decision"] == "fallback"
+    assert "not divisible by 'model' (size 2)" in weights[KV]["reason"]
+    query = weights["decoder_block_0/attention/query/kernel"]
+    assert query["spec"] == ["model", "batch", None]
+    assert query["shard_shape"] == [4, 2048, 256]
+    assert {"path", "shape", "spec", "shard_shape", "reason"} <= set(query)
+
+
+def test_dtype_changes_bytes_not_params(capsys):
+    fp32 = run_json(capsys, "gemma_2b_en", "--mesh", "1x2")
+    bf16 = run_json(
+        capsys, "gemma_2b_en", "--mesh", "1x2", "--dtype", "bfloat16"
+    )
+    assert bf16["max_params_per_device"] == fp32["max_params_per_device"]
+    assert bf16["max_bytes_per_device"] * 2 == fp32["max_bytes_per_device"]
+    assert bf16["dtypes"] == ["bfloat16"]
+
+
+def test_custom_axis_names_and_no_data_axis(capsys):
+    plan = run_json(
+        capsys,
+        "gemma_7b_en",
+        "--mesh",
+        "2x4",
+        "--axis-names",
+        "fsdp,tensor",
+        "--model-axis",
+        "tensor",
+        "--data-axis",
+        "none",
+    )
+    weights = {w["path"]: w for w in plan["weights"]}
+    assert weights[KV]["spec"] == ["tensor", None, None]
+    assert plan["mesh"] == {"fsdp": 2, "tensor": 4}
+
+
+def test_table_output_folds_blocks_and_prints_totals(capsys):
+    assert main(["plan", "gemma_2b_en", "--mesh", "1x2"]) == 0
+    out = capsys.readouterr().out
+    assert "decoder_block_{i}/attention/key/kernel" in out
+    assert "total parameters:      2,506,172,416" in out
+    assert "fallbacks:             36 weight(s)" in out
+
+
+def test_strict_fails_with_the_reason(capsys):
+    assert main(["plan", "gemma_2b_en", "--mesh", "1x2", "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: strict=True: 36 GemmaBackbone weight(s)")
+    assert "axis sizes that divide 1: 1" in err
+
+
+def test_bad_mesh_and_preset_are_clear_errors(capsys):
+    assert main(["plan", "gemma_2b_en", "--mesh", "two"]) == 2
+    assert "Could not read the mesh shape 'two'" in capsys.readouterr().err
+    assert main(["plan", "gemma_9b", "--mesh", "1x2"]) == 2
+    assert "Unknown preset 'gemma_9b'" in capsys.readouterr().err
+
+
+def test_module_entry_point_runs_offline():
+    env = dict(os.environ, KERAS_BACKEND="jax")
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_nlp", "plan", "gemma2_2b_en"]
+        + ["--mesh", "1x8", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["total_params"] == 2_614_341_888
+    assert plan["num_fallbacks"] == 52  # 4 key/value heads on 8 devices
