@@ -4,7 +4,23 @@ Every backbone plans its own sharding from real shapes: see
 `Backbone.get_layout_map`, `Backbone.plan_layout` and `keras_nlp.distribution`.
 """
 
-from keras_nlp import distribution, layers, models
+import importlib
+
 from keras_nlp.version import __version__
+
+_SUBMODULES = ("distribution", "layers", "models")
+
+
+def __getattr__(name):
+    # Submodules load on first use, so `python -m keras_nlp` can choose the
+    # Keras backend before Keras is imported.
+    if name in _SUBMODULES:
+        return importlib.import_module(f"keras_nlp.{name}")
+    raise AttributeError(f"module 'keras_nlp' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *_SUBMODULES])
+
 
 __all__ = ["distribution", "layers", "models", "__version__"]

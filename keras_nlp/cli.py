@@ -1,6 +1,7 @@
 """Command line: `python -m keras_nlp plan PRESET --mesh 1x2`."""
 
 import argparse
+import importlib.util
 import os
 import sys
 
@@ -77,14 +78,20 @@ def _plan(args):
     if args.json:
         print(plan.to_json())
     else:
-        plan.print(all_weights=args.all)
+        from rich.console import Console
+
+        # Pipes and files get wide lines instead of wrapped weight paths.
+        width = None if sys.stdout.isatty() else 220
+        plan.print(console=Console(width=width), all_weights=args.all)
 
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    # Planning needs no accelerator; JAX on the CPU gives abstract builds.
-    os.environ.setdefault("KERAS_BACKEND", "jax")
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    # Planning needs no accelerator. JAX (when installed) builds abstractly
+    # and quietly; this only applies if Keras is not imported yet.
+    if importlib.util.find_spec("jax") is not None:
+        os.environ.setdefault("KERAS_BACKEND", "jax")
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
     try:
         if args.command == "plan":

@@ -4,18 +4,21 @@ Backbones declare `_layout_rules(config)` with the roles below; everything
 else lives here and in `Backbone.get_layout_map` / `Backbone.plan_layout`.
 """
 
-from keras_nlp.distribution.layout_map import BackboneLayoutMap, verify_layouts
+from keras_nlp.distribution.layout_map import BackboneLayoutMap
+from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.mesh import MeshShape
-from keras_nlp.distribution.plan import Fallback, LayoutPlan, WeightPlan
-from keras_nlp.distribution.resolver import LayoutError, resolve_layout
-from keras_nlp.distribution.rules import (
-    DATA,
-    MODEL,
-    LayoutRule,
-    Role,
-    normalize_rules,
-)
-from keras_nlp.distribution.shapes import VariableInfo, abstract_variables
+from keras_nlp.distribution.plan import Fallback
+from keras_nlp.distribution.plan import LayoutPlan
+from keras_nlp.distribution.plan import WeightPlan
+from keras_nlp.distribution.resolver import LayoutError
+from keras_nlp.distribution.resolver import resolve_layout
+from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import MODEL
+from keras_nlp.distribution.rules import LayoutRule
+from keras_nlp.distribution.rules import Role
+from keras_nlp.distribution.rules import normalize_rules
+from keras_nlp.distribution.shapes import VariableInfo
+from keras_nlp.distribution.shapes import abstract_variables
 
 __all__ = [
     "DATA",

@@ -3,7 +3,8 @@
 import keras
 
 from keras_nlp.distribution.plan import format_axis_spec
-from keras_nlp.distribution.resolver import LayoutError, _listing
+from keras_nlp.distribution.resolver import LayoutError
+from keras_nlp.distribution.resolver import _listing
 
 
 class _TensorLayout(keras.distribution.TensorLayout):

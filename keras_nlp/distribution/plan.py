@@ -58,7 +58,8 @@ def format_axis_spec(spec):
             return "(" + ", ".join(entry) + ")"
         return entry
 
-    return "(" + ", ".join(entry_text(entry) for entry in spec) + ")"
+    trailing = "," if len(spec) == 1 else ""
+    return "(" + ", ".join(entry_text(entry) for entry in spec) + trailing + ")"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -321,7 +322,8 @@ class LayoutPlan:
         """
         groups = {}
         for weight in self.weights:
-            template = re.sub(r"_\d+(?=/)", "_{i}", weight.path)
+            # Only the leading layer name carries the block index.
+            template = re.sub(r"^([^/]*?)_\d+(?=/)", r"\1_{i}", weight.path)
             key = (template, weight.shape, weight.spec, weight.reason)
             if key in groups:
                 groups[key][1] += 1

@@ -9,17 +9,18 @@ never put on a dimension its rule did not name, so heads are never split
 and head_dim is never sharded as a fallback.
 """
 
-from keras_nlp.distribution.plan import (
-    ALTERNATIVE,
-    FALLBACK,
-    REPLICATED,
-    SHARDED,
-    Fallback,
-    LayoutPlan,
-    WeightPlan,
-    format_axis_spec,
-)
-from keras_nlp.distribution.rules import DATA, MODEL, Role, format_spec
+from keras_nlp.distribution.plan import ALTERNATIVE
+from keras_nlp.distribution.plan import FALLBACK
+from keras_nlp.distribution.plan import REPLICATED
+from keras_nlp.distribution.plan import SHARDED
+from keras_nlp.distribution.plan import Fallback
+from keras_nlp.distribution.plan import LayoutPlan
+from keras_nlp.distribution.plan import WeightPlan
+from keras_nlp.distribution.plan import format_axis_spec
+from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import MODEL
+from keras_nlp.distribution.rules import Role
+from keras_nlp.distribution.rules import format_spec
 
 _MAX_LISTED = 12
 
@@ -245,7 +246,7 @@ def resolve_layout(
                     spec=(None,) * len(variable.shape),
                     shard_shape=variable.shape,
                     decision=REPLICATED,
-                    reason="rank < 2 (a norm scale or bias): replicated",
+                    reason="rank-1 weight (a norm scale or bias), kept whole",
                 )
             )
             continue

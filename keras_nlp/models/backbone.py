@@ -8,9 +8,11 @@ import threading
 
 import keras
 
-from keras_nlp.distribution.layout_map import BackboneLayoutMap, verify_layouts
+from keras_nlp.distribution.layout_map import BackboneLayoutMap
+from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.mesh import MeshShape
-from keras_nlp.distribution.resolver import LayoutError, resolve_layout
+from keras_nlp.distribution.resolver import LayoutError
+from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import normalize_rules
 from keras_nlp.distribution.shapes import abstract_variables
 
@@ -93,6 +95,9 @@ def _binds_layout_before_init(init):
             self._layout_plan = plan
 
     __init__._binds_layout = True
+    # Keras reads constructor arguments with getfullargspec, which ignores
+    # __wrapped__ but honours __signature__.
+    __init__.__signature__ = inspect.signature(init)
     return __init__
 
 

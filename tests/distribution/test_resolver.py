@@ -141,7 +141,7 @@ def test_rank_one_weights_without_rule_are_replicated():
     weight = plan.weight("norm/scale")
     assert weight.spec == (None,)
     assert weight.decision == "replicated"
-    assert weight.reason == "rank < 2 (a norm scale or bias): replicated"
+    assert weight.reason == "rank-1 weight (a norm scale or bias), kept whole"
 
 
 def test_all_none_spec_declares_replication():

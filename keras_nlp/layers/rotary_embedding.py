@@ -1,0 +1,99 @@
+"""Rotary position embedding (RoPE), rotate-half convention."""
+
+import keras
+from keras import ops
+
+
+class RotaryEmbedding(keras.layers.Layer):
+    """Rotates feature pairs by an angle proportional to the token position.
+
+    The feature axis (last axis) of size `d` is split into two halves
+    `(x1, x2)`. Feature `k` of the first half and feature `k` of the second
+    half form a pair rotated by the angle `position * theta_k`, where
+    `theta_k = max_wavelength ** (-2k / d) / scaling_factor`:
+
+        out1 = x1 * cos - x2 * sin
+        out2 = x2 * cos + x1 * sin
+
+    This is the "rotate half" layout used by Gemma, Llama, Mistral and most
+    Hugging Face checkpoints. The sequence axis is axis 1; any axes between
+    the sequence and feature axes (e.g. attention heads) are broadcast over.
+    Angles are computed in float32 and their cosine and sine are cast to the
+    compute dtype before being applied.
+
+    Args:
+        max_wavelength: int. Base of the geometric progression of
+            wavelengths. Defaults to `10000`.
+        scaling_factor: float. Positions are divided by this factor (linear
+            position interpolation). Defaults to `1.0`.
+        **kwargs: Forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: Tensor of shape `(batch, seq, ..., features)`, typically
+            `(batch, seq, heads, head_dim)`. `features` must be even.
+        start_index: int or scalar tensor. Position of the first token; the
+            token at sequence index `t` gets position `start_index + t`.
+            Ignored when `positions` is given.
+        positions: Optional tensor of shape `(seq,)` or `(batch, seq)` with
+            explicit (possibly non-contiguous) token positions.
+
+    Example:
+
+    >>> rope = RotaryEmbedding()
+    >>> rope(np.ones((2, 5, 4, 8))).shape
+    (2, 5, 4, 8)
+    """
+
+    def __init__(self, max_wavelength=10000, scaling_factor=1.0, **kwargs):
+        super().__init__(**kwargs)
+        self.max_wavelength = max_wavelength
+        self.scaling_factor = scaling_factor
+
+    def _angles(self, seq_len, features, start_index, positions):
+        """Returns float32 angles of shape `(batch or 1, seq, features/2)`."""
+        if positions is None:
+            positions = ops.arange(seq_len, dtype="float32")
+            positions = positions + ops.cast(start_index, "float32")
+        positions = ops.cast(positions, "float32")
+        if len(positions.shape) == 1:
+            positions = ops.expand_dims(positions, 0)
+        exponents = ops.arange(0, features, 2, dtype="float32") / features
+        inverse_frequency = ops.power(
+            ops.cast(self.max_wavelength, "float32"), -exponents
+        )
+        positions = positions / ops.cast(self.scaling_factor, "float32")
+        return positions[:, :, None] * inverse_frequency[None, None, :]
+
+    def call(self, inputs, start_index=0, positions=None):
+        features = inputs.shape[-1]
+        if features is None or features % 2:
+            raise ValueError(
+                "RotaryEmbedding needs an even, static feature (last) axis; "
+                f"got inputs with shape {inputs.shape}."
+            )
+        angles = self._angles(
+            ops.shape(inputs)[1], features, start_index, positions
+        )
+        # Both halves of the feature axis share the same angle per pair.
+        angles = ops.concatenate([angles, angles], axis=-1)
+        # Broadcast over every axis between the sequence and feature axes.
+        for _ in range(len(inputs.shape) - 3):
+            angles = ops.expand_dims(angles, axis=2)
+        cos = ops.cast(ops.cos(angles), self.compute_dtype)
+        sin = ops.cast(ops.sin(angles), self.compute_dtype)
+        first, second = ops.split(inputs, 2, axis=-1)
+        rotated_half = ops.concatenate([-second, first], axis=-1)
+        return inputs * cos + rotated_half * sin
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_wavelength": self.max_wavelength,
+                "scaling_factor": self.scaling_factor,
+            }
+        )
+        return config
