@@ -238,8 +238,12 @@ class Backbone(keras.Model):
         if key in _ABSTRACT_CACHE:
             return _ABSTRACT_CACHE[key]
 
+        # An explicit name keeps the abstract build from taking the auto
+        # name ("gemma_backbone") that the real build should get.
+        abstract_config = {**config, "name": config.get("name") or "abstract"}
+
         def build():
-            return cls.from_config(config)
+            return cls.from_config(abstract_config)
 
         previous = keras.distribution.distribution()
         _construction.abstract = True
