@@ -16,6 +16,8 @@ class MeshShape:
     Example:
 
     ```python
+    from keras_nlp.distribution import MeshShape
+
     mesh = MeshShape((1, 2), ("batch", "model"))
     mesh.size("model")  # 2
     MeshShape.parse("2x4").axis_sizes  # {"batch": 2, "model": 4}

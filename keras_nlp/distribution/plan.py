@@ -174,6 +174,8 @@ class LayoutPlan:
     Example:
 
     ```python
+    import keras_nlp
+
     plan = keras_nlp.models.GemmaBackbone.plan_layout(
         {"batch": 1, "model": 2}, preset="gemma_2b_en"
     )

@@ -194,8 +194,10 @@ class Backbone(keras.Model):
         Example:
 
         ```python
+        import keras_nlp
+
         backbone = keras_nlp.models.GemmaBackbone.from_preset(
-            "gemma_2b_en", load_weights=False, num_layers=2
+            "gemma_2b_en", load_weights=False, num_layers=1
         )
         ```
         """
@@ -448,8 +450,12 @@ class Backbone(keras.Model):
             layout_map=layout_map, batch_dim_name="batch"
         )
         with distribution.scope():
+            # Gemma 2B's shapes, cut to one block and a small vocabulary.
             backbone = keras_nlp.models.GemmaBackbone.from_preset(
-                "gemma_2b_en", load_weights=False, num_layers=2
+                "gemma_2b_en",
+                load_weights=False,
+                num_layers=1,
+                vocabulary_size=1024,
             )
         print(layout_map.plan.summary())
         ```

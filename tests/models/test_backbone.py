@@ -6,16 +6,6 @@ import keras_nlp
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
 
-TINY = dict(
-    vocabulary_size=128,
-    num_layers=1,
-    num_query_heads=4,
-    num_key_value_heads=1,
-    hidden_dim=32,
-    intermediate_dim=64,
-    head_dim=8,
-)
-
 
 def test_get_layout_map_rejects_a_non_mesh():
     with pytest.raises(ValueError) as info:

@@ -74,15 +74,7 @@ def test_variable_paths_and_shapes(post_norms):
 
 
 def test_gemma_2b_en_paths_and_size_without_allocating():
-    gemma_2b_en = dict(
-        vocabulary_size=256000,
-        num_layers=18,
-        num_query_heads=8,
-        num_key_value_heads=1,
-        hidden_dim=2048,
-        intermediate_dim=32768,
-        head_dim=256,
-    )
+    gemma_2b_en = GemmaBackbone.presets["gemma_2b_en"]
     # Shapes only: JAX traces the build under `jax.eval_shape`.
     variables = abstract_variables(lambda: GemmaBackbone(**gemma_2b_en))
     actual = {v.path: v.shape for v in variables}

@@ -257,13 +257,5 @@ def test_param_count_formula(heads, gemma_2):
 
 
 def test_gemma_2b_param_count():
-    gemma_2b = dict(
-        vocabulary_size=256000,
-        num_layers=18,
-        num_query_heads=8,
-        num_key_value_heads=1,
-        hidden_dim=2048,
-        intermediate_dim=32768,
-        head_dim=256,
-    )
+    gemma_2b = GemmaBackbone.presets["gemma_2b_en"]
     assert count_params(gemma_2b) == 2_506_172_416

@@ -1,0 +1,40 @@
+"""The `Example:` blocks of public docstrings run as written."""
+
+import re
+
+import pytest
+
+from keras_nlp.distribution import LayoutPlan
+from keras_nlp.distribution import MeshShape
+from keras_nlp.models import Backbone
+from keras_nlp.models import GemmaBackbone
+
+pytestmark = pytest.mark.multi_device
+
+DOCUMENTED = {
+    "Backbone.get_layout_map": Backbone.get_layout_map,
+    "Backbone.from_preset": Backbone.from_preset,
+    "GemmaBackbone": GemmaBackbone,
+    "MeshShape": MeshShape,
+    "LayoutPlan": LayoutPlan,
+}
+
+
+def example_code(obj):
+    blocks = re.findall(r"```python\n(.*?)```", obj.__doc__, re.DOTALL)
+    assert blocks, f"{obj} has no runnable example"
+    lines = blocks[-1].splitlines()
+    indent = min(len(line) - len(line.lstrip()) for line in lines if line)
+    return "\n".join(line[indent:] for line in lines)
+
+
+@pytest.mark.parametrize("name", list(DOCUMENTED))
+def test_docstring_example_runs(name):
+    namespace = {}
+    exec(compile(example_code(DOCUMENTED[name]), name, "exec"), namespace)
+    if name == "Backbone.get_layout_map":
+        plan = namespace["layout_map"].plan
+        key = plan.weight("decoder_block_0/attention/key/kernel")
+        assert key.shape == (1, 2048, 256)
+        assert key.spec == (None, "batch", None)
+        assert plan.num_devices == 8
