@@ -169,7 +169,7 @@ def test_one_training_step_changes_every_weight_shard(name, mesh_shape):
         for v in backbone.weights
     }
     with distribution.scope():
-        backbone.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+        backbone.compile(optimizer=keras.optimizers.Adam(1e-2), loss="mse")
         backbone.train_on_batch(data, target)
     for variable in backbone.weights:
         shards = variable.value.addressable_shards
@@ -182,6 +182,18 @@ def test_one_training_step_changes_every_weight_shard(name, mesh_shape):
     keras_nlp.distribution.verify_layouts(
         backbone, backbone.layout_plan, distribution.device_mesh
     )
+    # Adam's moments are sharded like their weights, not replicated.
+    by_slot_name = {v.path.replace("/", "_"): v for v in backbone.weights}
+    moments = 0
+    for slot in backbone.optimizer.variables:
+        prefix, _, kind = slot.name.rpartition("_")
+        if kind in ("momentum", "velocity"):
+            weight = by_slot_name[prefix]
+            assert slot.value.sharding.is_equivalent_to(
+                weight.value.sharding, len(weight.shape)
+            ), slot.name
+            moments += 1
+    assert moments == 2 * len(backbone.trainable_weights)
 
 
 @pytest.mark.parametrize(
