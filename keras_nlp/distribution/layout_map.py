@@ -2,9 +2,9 @@
 
 import keras
 
-from keras_nlp.distribution.plan import format_axis_spec
 from keras_nlp.distribution.resolver import LayoutError
-from keras_nlp.distribution.resolver import _listing
+from keras_nlp.distribution.resolver import bullet_list
+from keras_nlp.distribution.rules import format_spec
 
 
 class _TensorLayout(keras.distribution.TensorLayout):
@@ -149,7 +149,7 @@ def _check_same_shapes(pinned, requested):
     raise LayoutError(
         "This layout map was resolved for another config than the backbone "
         "being built in its scope:\n"
-        + _listing(lines)
+        + bullet_list(lines)
         + "\nCall get_layout_map(mesh) without config= or preset= to follow "
         "whatever is built, or pass the config you build."
     )
@@ -195,7 +195,7 @@ def verify_layouts(model, plan, device_mesh):
             expected, len(weight.shape)
         ):
             problems.append(
-                f"{variable.path}: planned {format_axis_spec(weight.spec)}, "
+                f"{variable.path}: planned {format_spec(weight.spec)}, "
                 f"actual {_describe_sharding(actual)}"
             )
     for path in planned:
@@ -205,7 +205,7 @@ def verify_layouts(model, plan, device_mesh):
         raise LayoutError(
             f"{type(model).__name__} was built, but its variables do not "
             "follow the layout plan:\n"
-            + _listing(problems)
+            + bullet_list(problems)
             + "\nKeras can catch a sharding error during a symbolic build "
             "and leave a weight on one device; rebuild inside "
             "distribution.scope() with the map from get_layout_map."

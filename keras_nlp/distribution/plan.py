@@ -7,6 +7,7 @@ import re
 import numpy as np
 
 from keras_nlp.distribution.mesh import MeshShape
+from keras_nlp.distribution.rules import format_spec
 
 _ITEMSIZE = {
     "bool": 1,
@@ -48,18 +49,6 @@ def spec_to_json(spec):
     return [
         list(entry) if isinstance(entry, tuple) else entry for entry in spec
     ]
-
-
-def format_axis_spec(spec):
-    def entry_text(entry):
-        if entry is None:
-            return "None"
-        if isinstance(entry, tuple):
-            return "(" + ", ".join(entry) + ")"
-        return entry
-
-    trailing = "," if len(spec) == 1 else ""
-    return "(" + ", ".join(entry_text(entry) for entry in spec) + trailing + ")"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -207,7 +196,7 @@ class LayoutPlan:
         """One line on where the weight at `path` goes and why."""
         weight = self.weight(path)
         return (
-            f"{weight.path} {weight.shape} -> {format_axis_spec(weight.spec)}"
+            f"{weight.path} {weight.shape} -> {format_spec(weight.spec)}"
             f", shard {weight.shard_shape}: {weight.decision}; "
             f"{weight.reason}"
         )
@@ -365,7 +354,7 @@ class LayoutPlan:
                 template,
                 str(count),
                 str(weight.shape),
-                format_axis_spec(weight.spec),
+                format_spec(weight.spec),
                 str(weight.shard_shape),
                 _format_bytes(weight.shard_bytes * count),
                 decision,

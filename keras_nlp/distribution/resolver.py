@@ -16,7 +16,6 @@ from keras_nlp.distribution.plan import SHARDED
 from keras_nlp.distribution.plan import Fallback
 from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
-from keras_nlp.distribution.plan import format_axis_spec
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.distribution.rules import Role
@@ -172,7 +171,8 @@ def _shard_params(shard_shape):
     return count
 
 
-def _listing(lines):
+def bullet_list(lines):
+    """Indented `- ` lines, cut after a dozen, for error messages."""
     shown = lines[:_MAX_LISTED]
     text = "\n".join(f"  - {line}" for line in shown)
     if len(lines) > _MAX_LISTED:
@@ -270,26 +270,26 @@ def resolve_layout(
     if problems["overlap"]:
         messages.append(
             "Each variable must match at most one layout rule, but:\n"
-            + _listing(problems["overlap"])
+            + bullet_list(problems["overlap"])
         )
     if problems["rank"]:
         messages.append(
             "Layout rules must give one entry per dimension, but:\n"
-            + _listing(problems["rank"])
+            + bullet_list(problems["rank"])
         )
     if problems["uncovered"]:
         messages.append(
             "These variables of rank >= 2 match no layout rule and would be "
             "silently replicated on every device. Add a rule for them to "
             f"{owner}._layout_rules, or declare them replicated with an "
-            "all-None spec:\n" + _listing(problems["uncovered"])
+            "all-None spec:\n" + bullet_list(problems["uncovered"])
         )
     if unused:
         messages.append(
             f"These {owner} layout rules match no variable of this config "
             "(a typo, or a rule that only applies to other configs and "
             "should be returned conditionally):\n"
-            + _listing([repr(pattern) for pattern in unused])
+            + bullet_list([repr(pattern) for pattern in unused])
         )
     if messages:
         raise LayoutError(
@@ -309,14 +309,14 @@ def resolve_layout(
     if strict and plan.fallbacks:
         lines = [
             f"{weight.path} {weight.shape} -> "
-            f"{format_axis_spec(weight.spec)}: "
+            f"{format_spec(weight.spec)}: "
             + "; ".join(f.describe() for f in weight.fallbacks)
             for weight in plan.fallbacks
         ]
         raise LayoutError(
             f"strict=True: {len(plan.fallbacks)} {owner} weight(s) cannot be "
             f"sharded as their rules ask on mesh {mesh}:\n"
-            + _listing(lines)
+            + bullet_list(lines)
             + "\nChoose mesh axis sizes that divide these dimensions, or "
             "pass strict=False to accept replication along those axes."
         )

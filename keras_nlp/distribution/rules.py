@@ -66,7 +66,7 @@ class LayoutRule:
 
 
 def format_spec(spec):
-    """Formats a role spec or a mesh-axis spec as `(model, batch, None)`."""
+    """Formats a role spec or a mesh-axis spec, e.g. `(model, batch, None)`."""
 
     def entry_text(entry):
         if entry is None:
@@ -77,7 +77,8 @@ def format_spec(spec):
             return "(" + ", ".join(entry_text(e) for e in entry) + ")"
         return str(entry)
 
-    return "(" + ", ".join(entry_text(entry) for entry in spec) + ")"
+    trailing = "," if len(spec) == 1 else ""
+    return "(" + ", ".join(entry_text(entry) for entry in spec) + trailing + ")"
 
 
 def _normalize_entry(entry, pattern, owner):

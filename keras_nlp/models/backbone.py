@@ -11,7 +11,6 @@ import keras
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.mesh import MeshShape
-from keras_nlp.distribution.resolver import LayoutError
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import normalize_rules
 from keras_nlp.distribution.shapes import abstract_variables
@@ -497,6 +496,3 @@ class Backbone(keras.Model):
     def layout_plan(self):
         """The `LayoutPlan` this backbone was built with, or `None`."""
         return getattr(self, "_layout_plan", None)
-
-
-__all__ = ["Backbone", "LayoutError"]
