@@ -1,5 +1,6 @@
 """The Backbone base class: presets, validation of layout calls, plans."""
 
+import keras
 import pytest
 
 import keras_nlp
@@ -104,3 +105,28 @@ def test_every_preset_resolves_on_every_mesh(preset, mesh_shape):
                 f"dim 0 (size {heads}) is not divisible by 'model' "
                 f"(size {mesh_shape[1]})"
             )
+
+
+def test_plan_counts_bytes_in_the_variables_dtype():
+    config = dict(GemmaBackbone.presets["gemma_2b_en"], dtype="bfloat16")
+    plan = GemmaBackbone.plan_layout({"batch": 1, "model": 2}, config=config)
+    assert plan.dtypes == ["bfloat16"]
+    assert plan.total_bytes == 2 * 2_506_172_416
+
+
+def test_backbone_without_rules_says_what_to_implement():
+    class RulelessBackbone(Backbone):
+        def __init__(self, **kwargs):
+            inputs = keras.Input((4,))
+            outputs = keras.layers.Dense(4, name="dense")(inputs)
+            super().__init__(inputs, outputs, **kwargs)
+
+    with pytest.raises(NotImplementedError, match="implement `_layout_rules"):
+        RulelessBackbone.plan_layout({"batch": 1, "model": 2}, config={})
+
+
+def test_from_preset_on_a_directory_is_a_clear_error(tmp_path):
+    with pytest.raises(ValueError) as info:
+        GemmaBackbone.from_preset(str(tmp_path))
+    assert "is a directory. Loading preset directories" in str(info.value)
+    assert "gemma_2b_en" in str(info.value)

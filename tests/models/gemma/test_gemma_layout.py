@@ -338,3 +338,35 @@ def test_verification_catches_weights_off_their_plan():
         "decoder_block_0/attention/query/kernel: planned (model, batch, "
         "None), actual SingleDeviceSharding"
     ) in message
+
+
+def test_base_class_map_binds_to_whichever_backbone_is_built():
+    mesh = make_mesh((2, 4))
+    layout_map = keras_nlp.models.Backbone.get_layout_map(mesh)
+    assert layout_map.plan is None
+    distribution = keras.distribution.ModelParallel(
+        layout_map=layout_map, batch_dim_name="batch"
+    )
+    with distribution.scope():
+        backbone = GemmaBackbone(**TINY["gqa_8_4"])
+    assert layout_map.plan.backbone == "GemmaBackbone"
+    key = backbone.get_layer("decoder_block_0").attention.key_dense.kernel
+    assert spec_of(key) == ("model", "batch", None)
+
+
+def test_no_data_axis_keeps_weights_whole_along_batch():
+    mesh = make_mesh((2, 4))
+    layout_map = GemmaBackbone.get_layout_map(mesh, data_parallel_dim_name=None)
+    distribution = keras.distribution.ModelParallel(
+        layout_map=layout_map, batch_dim_name="batch"
+    )
+    with distribution.scope():
+        backbone = GemmaBackbone(**TINY["mha_16_16"])
+    specs = {v.path: spec_of(v) for v in backbone.weights}
+    assert specs["decoder_block_0/attention/query/kernel"] == (
+        "model",
+        None,
+        None,
+    )
+    assert specs["decoder_block_0/ffw_gating/kernel"] == (None, "model")
+    assert specs["token_embedding/embeddings"] == ("model", None)
