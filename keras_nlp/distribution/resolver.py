@@ -16,6 +16,7 @@ from keras_nlp.distribution.plan import SHARDED
 from keras_nlp.distribution.plan import Fallback
 from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
+from keras_nlp.distribution.plan import dtype_itemsize
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.distribution.rules import Role
@@ -218,6 +219,8 @@ def resolve_layout(
             rule matches no variable, or (`strict`) a rule cannot be applied
             as written.
     """
+    if dtype is not None:
+        dtype_itemsize(dtype)  # fail now, naming the dtype, not when printed
     role_axes = {MODEL: model_axis, DATA: data_axis}
     divisor_bound = max(64, mesh.num_devices)
     hits = {rule.pattern: 0 for rule in rules}

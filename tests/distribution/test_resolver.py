@@ -233,3 +233,13 @@ def test_totals_and_ratios():
     # k and b are whole on each device: 8 of 40 parameters.
     assert plan.replicated_bytes_fraction == pytest.approx(8 / 40)
     assert [w.path for w in plan.fallbacks] == ["k"]
+
+
+def test_unknown_dtype_and_path_are_named():
+    with pytest.raises(ValueError) as info:
+        resolve([("w", (MODEL, None))], variables(w=(8, 4)), dtype="float128")
+    assert "Unknown dtype 'float128' for a layout plan" in str(info.value)
+    assert "bfloat16" in str(info.value)
+    plan = resolve([("w", (MODEL, None))], variables(w=(8, 4)))
+    with pytest.raises(KeyError, match="No weight with path 'v' in the"):
+        plan.weight("v")
