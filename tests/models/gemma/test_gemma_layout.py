@@ -370,3 +370,25 @@ def test_no_data_axis_keeps_weights_whole_along_batch():
     )
     assert specs["decoder_block_0/ffw_gating/kernel"] == (None, "model")
     assert specs["token_embedding/embeddings"] == ("model", None)
+
+
+@pytest.mark.parametrize("mesh_shape", [(1, 3), (3, 1)], ids=str)
+@pytest.mark.parametrize("name", list(TINY))
+def test_odd_mesh_axes_fall_back_instead_of_crashing(name, mesh_shape):
+    # No dimension of these configs divides 3: every weight falls back to
+    # replication along that axis, says so, and the model still works.
+    backbone, distribution = build_with_class_map(name, mesh_shape)
+    plan = backbone.layout_plan
+    assert all(w.shard_shape == w.shape for w in plan.weights)
+    odd_axis = "model" if mesh_shape[1] == 3 else "batch"
+    for weight in plan.weights:
+        if weight.decision != "replicated":
+            assert weight.decision == "fallback", weight.path
+            assert f"'{odd_axis}' (size 3)" in weight.reason
+    data = inputs(TINY[name], batch=3)
+    with distribution.scope():
+        sharded = keras.ops.convert_to_numpy(backbone(data))
+    reference = GemmaBackbone(**TINY[name])
+    reference.set_weights(backbone.get_weights())
+    expected = keras.ops.convert_to_numpy(reference(data))
+    np.testing.assert_allclose(sharded, expected, atol=1e-5, rtol=1e-5)
