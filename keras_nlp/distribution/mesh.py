@@ -1,5 +1,7 @@
 """Mesh shapes: planning needs axis names and sizes, never devices."""
 
+import math
+
 import keras
 
 
@@ -85,10 +87,7 @@ class MeshShape:
 
     @property
     def num_devices(self):
-        count = 1
-        for size in self.shape:
-            count *= size
-        return count
+        return math.prod(self.shape)
 
     def size(self, axis_name):
         return self.axis_sizes[axis_name]

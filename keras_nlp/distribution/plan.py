@@ -2,9 +2,8 @@
 
 import dataclasses
 import json
+import math
 import re
-
-import numpy as np
 
 from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.rules import format_spec
@@ -113,11 +112,11 @@ class WeightPlan:
 
     @property
     def params(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def shard_params(self):
-        return int(np.prod(self.shard_shape, dtype=np.int64))
+        return math.prod(self.shard_shape)
 
     @property
     def bytes(self):

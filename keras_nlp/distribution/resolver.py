@@ -9,6 +9,9 @@ never put on a dimension its rule did not name, so heads are never split
 and head_dim is never sharded as a fallback.
 """
 
+import collections
+import math
+
 from keras_nlp.distribution.plan import ALTERNATIVE
 from keras_nlp.distribution.plan import FALLBACK
 from keras_nlp.distribution.plan import REPLICATED
@@ -19,7 +22,6 @@ from keras_nlp.distribution.plan import WeightPlan
 from keras_nlp.distribution.plan import dtype_itemsize
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
-from keras_nlp.distribution.rules import Role
 from keras_nlp.distribution.rules import format_spec
 
 _MAX_LISTED = 12
@@ -33,12 +35,11 @@ def _divisors(size, bound):
     return tuple(d for d in range(1, min(size, bound) + 1) if size % d == 0)
 
 
-def _entry_roles(entry):
+def _as_tuple(entry):
+    """A spec entry (None, one role or axis, or a tuple) as a tuple."""
     if entry is None:
         return ()
-    if isinstance(entry, Role):
-        return (entry,)
-    return entry
+    return entry if isinstance(entry, tuple) else (entry,)
 
 
 def _place(alternative, shape, role_axes, axis_sizes, divisor_bound):
@@ -52,14 +53,9 @@ def _place(alternative, shape, role_axes, axis_sizes, divisor_bound):
     for dim, (entry, dim_size) in enumerate(
         zip(alternative, shape, strict=True)
     ):
-        axes = [role_axes[role] for role in _entry_roles(entry)]
+        axes = [role_axes[role] for role in _as_tuple(entry)]
         axes = [axis for axis in axes if axis is not None]
-        while axes:
-            product = 1
-            for axis in axes:
-                product *= axis_sizes[axis]
-            if dim_size % product == 0:
-                break
+        while axes and dim_size % math.prod(axis_sizes[a] for a in axes):
             # Drop the last-named axis first: rules list the axes that
             # matter most first.
             dropped = axes.pop()
@@ -82,18 +78,16 @@ def _place(alternative, shape, role_axes, axis_sizes, divisor_bound):
 
 
 def _shard_shape(shape, spec, axis_sizes):
-    shard = []
-    for dim_size, entry in zip(shape, spec, strict=True):
-        axes = (
-            ()
-            if entry is None
-            else ((entry,) if isinstance(entry, str) else entry)
-        )
-        factor = 1
-        for axis in axes:
-            factor *= axis_sizes[axis]
-        shard.append(dim_size // factor)
-    return tuple(shard)
+    return tuple(
+        dim_size // math.prod(axis_sizes[axis] for axis in _as_tuple(entry))
+        for dim_size, entry in zip(shape, spec, strict=True)
+    )
+
+
+# One way of applying a rule: which alternative, and what it came to.
+_Candidate = collections.namedtuple(
+    "_Candidate", ["index", "alternative", "spec", "fallbacks"]
+)
 
 
 def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
@@ -116,27 +110,28 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
         spec, fallbacks = _place(
             alternative, shape, role_axes, axis_sizes, divisor_bound
         )
-        tried.append((index, alternative, spec, fallbacks))
+        tried.append(_Candidate(index, alternative, spec, fallbacks))
         if not fallbacks:
             break
-    index, alternative, spec, fallbacks = tried[-1]
-    if fallbacks:
+    chosen = tried[-1]
+    if chosen.fallbacks:
         # No alternative divides fully: keep the one that shards the most,
         # the earliest on a tie.
-        index, alternative, spec, fallbacks = min(
+        chosen = min(
             tried,
-            key=lambda t: (
-                _shard_params(_shard_shape(shape, t[2], axis_sizes)),
-                t[0],
+            key=lambda c: (
+                math.prod(_shard_shape(shape, c.spec, axis_sizes)),
+                c.index,
             ),
         )
+    index, alternative, spec, fallbacks = chosen
     shard_shape = _shard_shape(shape, spec, axis_sizes)
     rejected = [
-        f"{format_spec(t[1])} does not divide ("
-        + "; ".join(f.short() for f in t[3])
+        f"{format_spec(c.alternative)} does not divide ("
+        + "; ".join(f.short() for f in c.fallbacks)
         + ")"
-        for t in tried
-        if t[0] != index and t[3]
+        for c in tried
+        if c is not chosen and c.fallbacks
     ]
     if fallbacks:
         decision = FALLBACK
@@ -163,13 +158,6 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
         rule=rule.pattern,
         fallbacks=fallbacks,
     )
-
-
-def _shard_params(shard_shape):
-    count = 1
-    for size in shard_shape:
-        count *= size
-    return count
 
 
 def bullet_list(lines):

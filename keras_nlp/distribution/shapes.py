@@ -1,9 +1,9 @@
 """Variable paths and shapes of a model, found without allocating weights."""
 
 import dataclasses
+import math
 
 import keras
-import numpy as np
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,7 +17,7 @@ class VariableInfo:
 
     @property
     def size(self):
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 def abstract_variables(build_model):
