@@ -6,6 +6,7 @@ import pytest
 
 from keras_nlp.distribution import LayoutPlan
 from keras_nlp.distribution import MeshShape
+from keras_nlp.layers import grouped_query_attention
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
 
@@ -17,6 +18,7 @@ DOCUMENTED = {
     "GemmaBackbone": GemmaBackbone,
     "MeshShape": MeshShape,
     "LayoutPlan": LayoutPlan,
+    "grouped_query_attention": grouped_query_attention,
 }
 
 

@@ -3,10 +3,8 @@
 import keras
 from keras import ops
 
+from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
-
-# Fill value for masked logits; exp() of it underflows to exactly zero.
-_MASKED_LOGIT = -1e9
 
 
 class GemmaAttention(keras.layers.Layer):
@@ -129,33 +127,6 @@ class GemmaAttention(keras.layers.Layer):
             ops.abs(i - j) < self.sliding_window_size, axis=0
         )
 
-    def _explicit_attention(self, query, key, value, mask, training):
-        """Soft-capped (and/or dropout) attention, softmax in float32."""
-        batch, query_len = ops.shape(query)[0], ops.shape(query)[1]
-        groups = self.num_query_heads // self.num_key_value_heads
-        # Consecutive query heads share a key/value head: n = k * groups + g.
-        query = ops.reshape(
-            query,
-            (batch, query_len, self.num_key_value_heads, groups, self.head_dim),
-        )
-        logits = ops.einsum("btkgh,bskh->bkgts", query, key)
-        logits = ops.cast(logits, "float32")
-        if self.logit_soft_cap is not None:
-            cap = ops.cast(self.logit_soft_cap, "float32")
-            logits = ops.tanh(logits / cap) * cap
-        if mask is not None:
-            logits = ops.where(mask[:, None, None, :, :], logits, _MASKED_LOGIT)
-        probabilities = ops.softmax(logits, axis=-1)
-        probabilities = ops.cast(probabilities, self.compute_dtype)
-        if self.dropout > 0:
-            probabilities = self.probabilities_dropout(
-                probabilities, training=training
-            )
-        outputs = ops.einsum("bkgts,bskh->btkgh", probabilities, value)
-        return ops.reshape(
-            outputs, (batch, query_len, self.num_query_heads, self.head_dim)
-        )
-
     def call(self, inputs, attention_mask=None, training=None):
         query = self.rotary_embedding(self.query_dense(inputs))
         key = self.rotary_embedding(self.key_dense(inputs))
@@ -175,28 +146,17 @@ class GemmaAttention(keras.layers.Layer):
             mask = window if mask is None else ops.logical_and(mask, window)
 
         query = query * ops.cast(self._query_scale(), query.dtype)
-        use_dropout = bool(training) and self.dropout > 0
-        if self.logit_soft_cap is None and not use_dropout:
-            if (
-                keras.config.backend() == "tensorflow"
-                and self.num_key_value_heads == 1
-                and self.num_query_heads > 1
-            ):
-                # Keras's TensorFlow `dot_product_attention` only expands
-                # shared key/value heads when there are more than one.
-                key = ops.repeat(key, self.num_query_heads, axis=2)
-                value = ops.repeat(value, self.num_query_heads, axis=2)
-            outputs = ops.dot_product_attention(
-                query,
-                key,
-                value,
-                mask=None if mask is None else mask[:, None, :, :],
-                scale=1.0,
-            )
-        else:
-            outputs = self._explicit_attention(
-                query, key, value, mask, training
-            )
+        outputs = grouped_query_attention(
+            query,
+            key,
+            value,
+            mask,
+            logit_soft_cap=self.logit_soft_cap,
+            probabilities_dropout=(
+                self.probabilities_dropout if self.dropout > 0 else None
+            ),
+            training=training,
+        )
 
         if attention_mask is not None:
             # Query rows that may attend to nothing (e.g. left padding) would

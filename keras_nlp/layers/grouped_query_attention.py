@@ -1,0 +1,89 @@
+"""Attention over shared key/value heads (multi-head, grouped, multi-query)."""
+
+import keras
+from keras import ops
+
+# Fill value for masked logits; exp() of it underflows to exactly zero.
+_MASKED_LOGIT = -1e9
+
+
+def grouped_query_attention(
+    query,
+    key,
+    value,
+    mask=None,
+    logit_soft_cap=None,
+    probabilities_dropout=None,
+    training=None,
+):
+    """Attention of `N` query heads over `K` shared key/value heads.
+
+    Each key/value head serves `N // K` consecutive query heads. Without a
+    soft cap or dropout this is `keras.ops.dot_product_attention` (fused
+    kernels where the backend has them); otherwise logits are computed
+    explicitly and the softmax runs in float32.
+
+    Args:
+        query: `(batch, query_len, N, head_dim)`, already scaled.
+        key: `(batch, key_len, K, head_dim)`, `K` dividing `N`.
+        value: same shape as `key`.
+        mask: optional boolean `(batch, query_len, key_len)`; `True` where a
+            query may attend to a key.
+        logit_soft_cap: optional float; logits become
+            `cap * tanh(logits / cap)`.
+        probabilities_dropout: optional `keras.layers.Dropout` applied to
+            the attention probabilities when `training` is true.
+        training: bool, whether dropout is active.
+
+    Returns:
+        `(batch, query_len, N, head_dim)`.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers import grouped_query_attention
+
+    query = np.random.rand(2, 5, 8, 16).astype("float32")
+    key = value = np.random.rand(2, 5, 2, 16).astype("float32")
+    grouped_query_attention(query, key, value).shape  # (2, 5, 8, 16)
+    ```
+    """
+    use_dropout = bool(training) and probabilities_dropout is not None
+    if logit_soft_cap is None and not use_dropout:
+        num_query_heads, num_kv_heads = query.shape[2], key.shape[2]
+        if (
+            keras.config.backend() == "tensorflow"
+            and num_kv_heads == 1
+            and num_query_heads > 1
+        ):
+            # Keras's TensorFlow `dot_product_attention` only expands shared
+            # key/value heads when there are more than one.
+            key = ops.repeat(key, num_query_heads, axis=2)
+            value = ops.repeat(value, num_query_heads, axis=2)
+        return ops.dot_product_attention(
+            query,
+            key,
+            value,
+            mask=None if mask is None else mask[:, None, :, :],
+            scale=1.0,
+        )
+
+    batch, query_len, num_query_heads, head_dim = ops.shape(query)
+    num_kv_heads = key.shape[2]
+    groups = num_query_heads // num_kv_heads
+    # Consecutive query heads share a key/value head: n = k * groups + g.
+    query = ops.reshape(
+        query, (batch, query_len, num_kv_heads, groups, head_dim)
+    )
+    logits = ops.cast(ops.einsum("btkgh,bskh->bkgts", query, key), "float32")
+    if logit_soft_cap is not None:
+        cap = ops.cast(logit_soft_cap, "float32")
+        logits = ops.tanh(logits / cap) * cap
+    if mask is not None:
+        logits = ops.where(mask[:, None, None, :, :], logits, _MASKED_LOGIT)
+    probabilities = ops.cast(ops.softmax(logits, axis=-1), value.dtype)
+    if use_dropout:
+        probabilities = probabilities_dropout(probabilities, training=training)
+    outputs = ops.einsum("bkgts,bskh->btkgh", probabilities, value)
+    return ops.reshape(outputs, (batch, query_len, num_query_heads, head_dim))
