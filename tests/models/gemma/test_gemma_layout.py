@@ -10,35 +10,23 @@ from keras_nlp.models import GemmaBackbone
 pytestmark = pytest.mark.multi_device
 
 # Tiny configs that keep the real query:key/value head ratios.
+_SMALL = dict(
+    vocabulary_size=128, num_layers=2, hidden_dim=64, intermediate_dim=256
+)
 TINY = {
     # 8:1 multi-query, like gemma_2b_en.
     "mqa_8_1": dict(
-        vocabulary_size=128,
-        num_layers=2,
-        num_query_heads=8,
-        num_key_value_heads=1,
-        hidden_dim=64,
-        intermediate_dim=256,
-        head_dim=16,
+        _SMALL, num_query_heads=8, num_key_value_heads=1, head_dim=16
     ),
     # 16:16 multi-head, like gemma_7b_en.
     "mha_16_16": dict(
-        vocabulary_size=128,
-        num_layers=2,
-        num_query_heads=16,
-        num_key_value_heads=16,
-        hidden_dim=64,
-        intermediate_dim=256,
-        head_dim=8,
+        _SMALL, num_query_heads=16, num_key_value_heads=16, head_dim=8
     ),
     # 8:4 grouped with the Gemma 2 options, like gemma2_2b_en.
     "gqa_8_4": dict(
-        vocabulary_size=128,
-        num_layers=2,
+        _SMALL,
         num_query_heads=8,
         num_key_value_heads=4,
-        hidden_dim=64,
-        intermediate_dim=256,
         head_dim=16,
         query_head_dim_normalize=True,
         use_post_ffw_norm=True,
