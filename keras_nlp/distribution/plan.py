@@ -60,6 +60,8 @@ class Fallback:
         axis: the dropped mesh axis name.
         axis_size: the size of that axis.
         divisors: axis sizes that would divide `dim_size` (up to a bound).
+        dim_name: what the dimension is (e.g. "kv_heads"), if the rule
+            named its dimensions.
     """
 
     dim: int
@@ -67,11 +69,13 @@ class Fallback:
     axis: str
     axis_size: int
     divisors: tuple
+    dim_name: str = None
 
     def short(self):
+        name = f"{self.dim_name}, " if self.dim_name else ""
         return (
-            f"dim {self.dim} (size {self.dim_size}) is not divisible by "
-            f"'{self.axis}' (size {self.axis_size})"
+            f"dim {self.dim} ({name}size {self.dim_size}) is not divisible "
+            f"by '{self.axis}' (size {self.axis_size})"
         )
 
     def describe(self):

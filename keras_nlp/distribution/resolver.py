@@ -42,7 +42,9 @@ def _as_tuple(entry):
     return entry if isinstance(entry, tuple) else (entry,)
 
 
-def _place(alternative, shape, role_axes, axis_sizes, divisor_bound):
+def _place(
+    alternative, shape, role_axes, axis_sizes, divisor_bound, dim_names=None
+):
     """Maps one role spec onto mesh axes for `shape`.
 
     Returns:
@@ -66,6 +68,7 @@ def _place(alternative, shape, role_axes, axis_sizes, divisor_bound):
                     axis=dropped,
                     axis_size=axis_sizes[dropped],
                     divisors=_divisors(dim_size, divisor_bound),
+                    dim_name=dim_names[dim] if dim_names else None,
                 )
             )
         if not axes:
@@ -108,7 +111,12 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
     tried = []
     for index, alternative in enumerate(rule.alternatives):
         spec, fallbacks = _place(
-            alternative, shape, role_axes, axis_sizes, divisor_bound
+            alternative,
+            shape,
+            role_axes,
+            axis_sizes,
+            divisor_bound,
+            dim_names=rule.dim_names,
         )
         tried.append(_Candidate(index, alternative, spec, fallbacks))
         if not fallbacks:

@@ -41,13 +41,16 @@ class LayoutRule:
             tuple with one entry per tensor dimension; an entry is `None`, a
             `Role`, or a tuple of `Role`s.
         owner: str. Who declared the rule, for error messages.
+        dim_names: optional tuple of one name per dimension (e.g.
+            `("hidden", "kv_heads", "head_dim")`), used in plan reasons.
     """
 
-    def __init__(self, pattern, alternatives, owner):
+    def __init__(self, pattern, alternatives, owner, dim_names=None):
         self.pattern = pattern
         self.regex = re.compile(pattern)
         self.alternatives = alternatives
         self.owner = owner
+        self.dim_names = dim_names
 
     @property
     def rank(self):
@@ -114,7 +117,10 @@ def normalize_rules(raw_rules, owner):
     """Validates the output of `_layout_rules(config)`.
 
     Args:
-        raw_rules: list of `(regex, spec)` or `(regex, [spec, ...])`.
+        raw_rules: list of `(regex, spec)` or `(regex, [spec, ...])`, each
+            optionally followed by a tuple naming every dimension, e.g.
+            `(regex, spec, ("hidden", "kv_heads", "head_dim"))`; the names
+            appear in plan reasons ("dim 1 (kv_heads, size 2) ...").
         owner: str, the backbone class name, used in error messages.
 
     Returns:
@@ -128,12 +134,14 @@ def normalize_rules(raw_rules, owner):
     rules = []
     seen = set()
     for item in raw_rules:
-        if not (isinstance(item, tuple) and len(item) == 2):
+        if not (isinstance(item, tuple) and len(item) in (2, 3)):
             raise ValueError(
                 f"{owner}._layout_rules(config) must return (regex, spec) "
-                f"pairs. Received the item: {item!r}."
+                "pairs or (regex, spec, dim_names) triples. Received the "
+                f"item: {item!r}."
             )
-        pattern, spec = item
+        pattern, spec = item[:2]
+        dim_names = item[2] if len(item) == 3 else None
         if not isinstance(pattern, str):
             raise ValueError(
                 f"{owner} layout rule keys must be regex strings. "
@@ -182,5 +190,18 @@ def normalize_rules(raw_rules, owner):
                 + ", ".join(format_spec(a) for a in normalized)
                 + "."
             )
-        rules.append(LayoutRule(pattern, tuple(normalized), owner))
+        rank = len(normalized[0])
+        if dim_names is not None and not (
+            isinstance(dim_names, tuple)
+            and len(dim_names) == rank
+            and all(isinstance(name, str) for name in dim_names)
+        ):
+            raise ValueError(
+                f"{owner} layout rule {pattern!r} has dimension names "
+                f"{dim_names!r}; expected a tuple of {rank} strings, one per "
+                "dimension of its spec."
+            )
+        rules.append(
+            LayoutRule(pattern, tuple(normalized), owner, dim_names=dim_names)
+        )
     return rules

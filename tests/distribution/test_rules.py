@@ -17,6 +17,29 @@ def test_single_spec_and_alternatives_are_normalized():
     assert rules[0].matches("a") and not rules[0].matches("ab")
 
 
+def test_named_dimensions_appear_in_fallback_reasons():
+    from keras_nlp.distribution import VariableInfo
+    from keras_nlp.distribution import resolve_layout
+
+    rules = normalize_rules(
+        [("kv", (DATA, MODEL, None), ("hidden", "kv_heads", "head_dim"))],
+        "Toy",
+    )
+    plan = resolve_layout(
+        rules,
+        [VariableInfo("kv", (8, 2, 4), "float32", True)],
+        MeshShape.parse("1x4"),
+        model_axis="model",
+        data_axis="batch",
+        owner="Toy",
+    )
+    (weight,) = plan.fallbacks
+    assert weight.spec == ("batch", None, None)
+    assert "dim 1 (kv_heads, size 2) is not divisible by 'model'" in (
+        weight.reason
+    )
+
+
 def test_one_role_tuple_collapses_to_the_role():
     (rule,) = normalize_rules([("a", ((MODEL,), None))], "Toy")
     assert rule.alternatives == ((MODEL, None),)
@@ -26,7 +49,9 @@ def test_one_role_tuple_collapses_to_the_role():
     "raw, message",
     [
         ({"a": (MODEL,)}, "must return a list of (regex, spec) pairs"),
-        ([("a", (MODEL,), 3)], "must return (regex, spec) pairs"),
+        ([("a", (MODEL,), 3, 4)], "must return (regex, spec) pairs"),
+        ([("a", (MODEL,), 3)], "has dimension names 3; expected a tuple"),
+        ([("a", (MODEL,), ("x", "y"))], "expected a tuple of 1 strings"),
         ([(3, (MODEL,))], "layout rule keys must be regex strings"),
         (
             [("a", (MODEL,)), ("a", (DATA,))],

@@ -84,8 +84,16 @@ class GemmaBackbone(Backbone):
             # Tied (vocab, hidden); hidden on the model axis if vocab won't
             # divide.
             ("token_embedding/embeddings", [(MODEL, DATA), (DATA, MODEL)]),
-            (block + "attention/(query|key|value)/kernel", (MODEL, DATA, None)),
-            (block + "attention/attention_output/kernel", (MODEL, None, DATA)),
+            (
+                block + "attention/(query|key|value)/kernel",
+                (MODEL, DATA, None),
+                ("heads", "hidden", "head_dim"),
+            ),
+            (
+                block + "attention/attention_output/kernel",
+                (MODEL, None, DATA),
+                ("heads", "head_dim", "hidden"),
+            ),
             (block + "ffw_gating(_2)?/kernel", (DATA, MODEL)),
             (block + "ffw_linear/kernel", (MODEL, DATA)),
         ]

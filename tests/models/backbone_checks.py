@@ -1,0 +1,162 @@
+"""Checks every backbone's tests share: plans, sharded builds, oracles.
+
+Each backbone's test folder calls these with its own class, presets and
+tiny configs, so every model is held to the same bar:
+
+- `assert_preset_plan_is_efficient`: a built-in preset resolves on a mesh
+  without allocating, and a 1B+ preset keeps per-device parameters within
+  2% of the ideal unless the only fallbacks are atomic heads, which the
+  plan's reasons must name.
+- `assert_sharded_build_matches_plan`: a tiny config built under
+  `ModelParallel` follows its plan weight by weight and gives the output of
+  the unsharded model.
+- `assert_matches_oracle`: our backbone equals keras-hub's class of the same
+  name with the same weights, copied by variable path.
+"""
+
+import keras
+import numpy as np
+
+# (batch, model) meshes every decoder backbone is checked on.
+MESHES = [(1, 2), (1, 4), (1, 8), (2, 4), (4, 2), (8, 1)]
+ONE_BILLION = 1_000_000_000
+RATIO_BOUND = 1.02
+
+
+def mesh_dict(mesh_shape):
+    return dict(zip(("batch", "model"), mesh_shape, strict=True))
+
+
+def make_mesh(mesh_shape):
+    devices = keras.distribution.list_devices()[: mesh_shape[0] * mesh_shape[1]]
+    return keras.distribution.DeviceMesh(
+        mesh_shape, ("batch", "model"), devices
+    )
+
+
+def spec_of(variable):
+    """The JAX sharding spec of a variable, padded to its rank."""
+    spec = tuple(variable.value.sharding.spec)
+    return spec + (None,) * (len(variable.shape) - len(spec))
+
+
+def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
+    """Resolves `preset` on `mesh_shape` and checks its memory ratio.
+
+    Returns:
+        The `LayoutPlan`, for further checks.
+    """
+    plan = backbone_cls.plan_layout(mesh_dict(mesh_shape), preset=preset)
+    assert plan.num_devices == mesh_shape[0] * mesh_shape[1]
+    # Every weight of rank >= 2 is sharded somewhere, or its rule declared it
+    # replicated, or a fallback says why not.
+    for weight in plan.weights:
+        if len(weight.shape) >= 2 and weight.shard_shape == weight.shape:
+            assert weight.decision in ("replicated", "fallback"), (
+                f"{preset} {mesh_shape}: {weight.path} {weight.shape} is "
+                f"held whole: {weight.reason}"
+            )
+    if plan.total_params >= ONE_BILLION and plan.memory_ratio > RATIO_BOUND:
+        assert plan.fallbacks, (
+            f"{preset} on {mesh_shape}: ratio {plan.memory_ratio:.3f} > "
+            f"{RATIO_BOUND} without any fallback"
+        )
+        not_heads = [w.path for w in plan.fallbacks if "heads" not in w.reason]
+        assert not not_heads, (
+            f"{preset} on {mesh_shape}: ratio {plan.memory_ratio:.3f} > "
+            f"{RATIO_BOUND} and these fallbacks are not atomic heads: "
+            f"{not_heads[:5]}"
+        )
+    return plan
+
+
+def random_inputs(vocabulary_size, batch=8, length=12, seed=0):
+    """Token ids with a left-padded first row, as a backbone input dict."""
+    rng = np.random.default_rng(seed)
+    token_ids = rng.integers(1, vocabulary_size, (batch, length))
+    padding_mask = np.ones((batch, length), "int32")
+    padding_mask[0, :3] = 0
+    token_ids[0, :3] = 0
+    return {
+        "token_ids": token_ids.astype("int32"),
+        "padding_mask": padding_mask,
+    }
+
+
+def build_sharded(backbone_cls, config, mesh_shape):
+    """Builds `backbone_cls(**config)` under `ModelParallel` on the class map.
+
+    Returns:
+        `(backbone, distribution)`.
+    """
+    layout_map = backbone_cls.get_layout_map(make_mesh(mesh_shape))
+    distribution = keras.distribution.ModelParallel(
+        layout_map=layout_map, batch_dim_name="batch"
+    )
+    with distribution.scope():
+        backbone = backbone_cls(**config)
+    return backbone, distribution
+
+
+def assert_sharded_build_matches_plan(
+    backbone_cls, config, mesh_shape, inputs=None, atol=1e-5
+):
+    """Builds sharded, checks every spec against the plan and the output.
+
+    Returns:
+        The sharded backbone's `LayoutPlan`.
+    """
+    backbone, distribution = build_sharded(backbone_cls, config, mesh_shape)
+    plan = backbone.layout_plan
+    assert plan is not None
+    actual = {v.path: spec_of(v) for v in backbone.weights}
+    assert actual == {w.path: w.spec for w in plan.weights}
+    # The sharded weights are really split: nothing planned sharded is whole.
+    variables = {v.path: v for v in backbone.weights}
+    for weight in plan.weights:
+        if weight.shard_shape != weight.shape:
+            shard = variables[weight.path].value.addressable_shards[0].data
+            assert tuple(shard.shape) == weight.shard_shape, weight.path
+
+    if inputs is None:
+        inputs = random_inputs(config["vocabulary_size"])
+    with distribution.scope():
+        sharded = keras.ops.convert_to_numpy(backbone(inputs))
+    reference = backbone_cls(**config)
+    reference.set_weights(backbone.get_weights())
+    expected = keras.ops.convert_to_numpy(reference(inputs))
+    np.testing.assert_allclose(sharded, expected, atol=atol, rtol=atol)
+    return plan
+
+
+def copy_weights_by_path(source, target, seed=0):
+    """Gives `target` the weights of `source`, matched by variable path.
+
+    Normalization scales and biases, which initialize to constants, are
+    first randomized on `source` so that a swapped or ignored one shows up
+    in the outputs.
+    """
+    source_weights = {v.path: v for v in source.weights}
+    target_weights = {v.path: v for v in target.weights}
+    assert sorted(source_weights) == sorted(target_weights), (
+        "variable paths differ: only in source "
+        f"{sorted(set(source_weights) - set(target_weights))}, only in "
+        f"target {sorted(set(target_weights) - set(source_weights))}"
+    )
+    rng = np.random.default_rng(seed)
+    for path, variable in source_weights.items():
+        assert tuple(target_weights[path].shape) == tuple(variable.shape), path
+        if path.rsplit("/", 1)[-1] in ("scale", "gamma", "beta", "bias"):
+            value = rng.normal(0.0, 0.5, variable.shape).astype(variable.dtype)
+            variable.assign(value)
+        target_weights[path].assign(keras.ops.convert_to_numpy(variable))
+
+
+def assert_matches_oracle(ours, oracle, inputs, atol=1e-5):
+    """Copies the oracle's weights into ours and compares the outputs."""
+    copy_weights_by_path(oracle, ours)
+    expected = keras.ops.convert_to_numpy(oracle(inputs))
+    actual = keras.ops.convert_to_numpy(ours(inputs))
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, atol=atol, rtol=atol)
+    return float(np.max(np.abs(actual - expected)))
