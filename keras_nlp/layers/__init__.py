@@ -1,5 +1,9 @@
 """Reusable layers shared by keras_nlp backbones."""
 
+from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
+from keras_nlp.layers.cached_attention import alibi_slopes
+from keras_nlp.layers.cached_attention import decoder_attention_mask
+from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.zero_centered_rms_normalization import (
@@ -7,7 +11,11 @@ from keras_nlp.layers.zero_centered_rms_normalization import (
 )
 
 __all__ = [
+    "CachedGroupedQueryAttention",
+    "DecoderLayer",
     "RotaryEmbedding",
     "ZeroCenteredRMSNormalization",
+    "alibi_slopes",
+    "decoder_attention_mask",
     "grouped_query_attention",
 ]

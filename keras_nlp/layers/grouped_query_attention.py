@@ -15,6 +15,7 @@ def grouped_query_attention(
     logit_soft_cap=None,
     probabilities_dropout=None,
     training=None,
+    bias=None,
 ):
     """Attention of `N` query heads over `K` shared key/value heads.
 
@@ -34,6 +35,9 @@ def grouped_query_attention(
         probabilities_dropout: optional `keras.layers.Dropout` applied to
             the attention probabilities when `training` is true.
         training: bool, whether dropout is active.
+        bias: optional float tensor of shape `(batch or 1, N, query_len,
+            key_len)` added to the logits (e.g. ALiBi's per-head linear
+            position bias).
 
     Returns:
         `(batch, query_len, N, head_dim)`.
@@ -65,6 +69,7 @@ def grouped_query_attention(
             query,
             key,
             value,
+            bias=bias,
             mask=None if mask is None else mask[:, None, :, :],
             scale=1.0,
         )
@@ -80,6 +85,14 @@ def grouped_query_attention(
     if logit_soft_cap is not None:
         cap = ops.cast(logit_soft_cap, "float32")
         logits = ops.tanh(logits / cap) * cap
+    if bias is not None:
+        bias = ops.cast(bias, "float32")
+        bias_shape = ops.shape(bias)
+        bias = ops.reshape(
+            bias,
+            (bias_shape[0], num_kv_heads, groups, bias_shape[2], bias_shape[3]),
+        )
+        logits = logits + bias
     if mask is not None:
         logits = ops.where(mask[:, None, None, :, :], logits, _MASKED_LOGIT)
     probabilities = ops.cast(ops.softmax(logits, axis=-1), value.dtype)

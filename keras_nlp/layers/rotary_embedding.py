@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 
+@keras.saving.register_keras_serializable(package="keras_nlp")
 class RotaryEmbedding(keras.layers.Layer):
     """Rotates feature pairs by an angle proportional to the token position.
 
@@ -57,12 +58,23 @@ class RotaryEmbedding(keras.layers.Layer):
         positions = ops.cast(positions, "float32")
         if len(positions.shape) == 1:
             positions = ops.expand_dims(positions, 0)
-        exponents = ops.arange(0, features, 2, dtype="float32") / features
-        inverse_frequency = ops.power(
-            ops.cast(self.max_wavelength, "float32"), -exponents
-        )
+        inverse_frequency = self._inverse_frequency(features)
         positions = positions / ops.cast(self.scaling_factor, "float32")
         return positions[:, :, None] * inverse_frequency[None, None, :]
+
+    def _inverse_frequency(self, features):
+        """Float32 `(features / 2,)` rotation speeds; subclasses rescale them.
+
+        Model-specific RoPE variants (Llama 3's frequency-dependent scaling,
+        Phi-3's per-frequency factors) override only this method.
+        """
+        exponents = ops.arange(0, features, 2, dtype="float32") / features
+        return ops.power(ops.cast(self.max_wavelength, "float32"), -exponents)
+
+    def _amplitude(self, seq_len):
+        """Factor on cos and sin; 1 except for variants that rescale them."""
+        del seq_len
+        return 1.0
 
     def call(self, inputs, start_index=0, positions=None):
         features = inputs.shape[-1]
@@ -79,8 +91,9 @@ class RotaryEmbedding(keras.layers.Layer):
         # Broadcast over every axis between the sequence and feature axes.
         for _ in range(len(inputs.shape) - 3):
             angles = ops.expand_dims(angles, axis=2)
-        cos = ops.cast(ops.cos(angles), self.compute_dtype)
-        sin = ops.cast(ops.sin(angles), self.compute_dtype)
+        amplitude = self._amplitude(ops.shape(inputs)[1])
+        cos = ops.cast(ops.cos(angles) * amplitude, self.compute_dtype)
+        sin = ops.cast(ops.sin(angles) * amplitude, self.compute_dtype)
         first, second = ops.split(inputs, 2, axis=-1)
         rotated_half = ops.concatenate([-second, first], axis=-1)
         return inputs * cos + rotated_half * sin

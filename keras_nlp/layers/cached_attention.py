@@ -1,0 +1,412 @@
+"""Decoder self-attention with a key/value cache, shared by the LLMs.
+
+Keras's `GroupedQueryAttention` has the same kernels but no rotary
+embedding, cache, sliding window, ALiBi or query/key norms, which these
+checkpoints need; hence this layer.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_nlp.layers.grouped_query_attention import grouped_query_attention
+
+DEFAULT_SUBLAYER_NAMES = {
+    "query": "query",
+    "key": "key",
+    "value": "value",
+    "output": "attention_output",
+    "query_norm": "query_dense_layernorm",
+    "key_norm": "key_dense_layernorm",
+}
+
+
+def alibi_slopes(num_heads):
+    """ALiBi's per-head slopes (Press et al.), as a list of floats.
+
+    For `n` a power of two the slopes are `2 ** (-8 * i / n)`, `i = 1..n`.
+    Otherwise the slopes of the largest power of two below `n` are followed
+    by every other slope of twice that power.
+    """
+    closest = 2 ** math.floor(math.log2(num_heads))
+
+    def powers(count):
+        start = 2 ** (-8 / count)
+        return [start ** (i + 1) for i in range(count)]
+
+    slopes = powers(closest)
+    if closest < num_heads:
+        slopes += powers(2 * closest)[0::2][: num_heads - closest]
+    return slopes
+
+
+def decoder_attention_mask(
+    batch_size, query_length, key_length, padding_mask=None, start_index=0
+):
+    """Boolean `(batch, query_length, key_length)` causal attention mask.
+
+    Query `t` sits at position `start_index + t` (keys at `0..key_length-1`)
+    and may attend to keys at or before it that `padding_mask` marks real.
+
+    Args:
+        batch_size: int or scalar tensor.
+        query_length: int or scalar tensor.
+        key_length: int or scalar tensor; larger than `query_length` when
+            decoding into a cache.
+        padding_mask: optional `(batch, key_length)` tensor, non-zero for
+            real tokens.
+        start_index: int or scalar tensor, position of the first query.
+
+    Returns:
+        Boolean tensor `(batch, query_length, key_length)`.
+    """
+    query_positions = ops.arange(query_length, dtype="int32") + ops.cast(
+        start_index, "int32"
+    )
+    key_positions = ops.arange(key_length, dtype="int32")
+    causal = query_positions[:, None] >= key_positions[None, :]
+    mask = ops.broadcast_to(
+        causal[None, :, :], (batch_size, query_length, key_length)
+    )
+    if padding_mask is not None:
+        mask = ops.logical_and(mask, ops.cast(padding_mask, "bool")[:, None])
+    return mask
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp")
+class CachedGroupedQueryAttention(keras.layers.Layer):
+    """Grouped-query self-attention with a key/value cache.
+
+    `num_query_heads` query heads share `num_key_value_heads` key/value
+    heads (equal counts is multi-head attention, one is multi-query). The
+    kernels follow the Llama-family checkpoint layout: query/key/value
+    `(hidden, heads, head_dim)`, output `(heads, head_dim, hidden)`, or a
+    flat `(heads * head_dim, hidden)` output kernel when
+    `flat_output_kernel=True` (Falcon, Bloom). Options cover the variants
+    of the decoder-only models in this library.
+
+    Args:
+        num_query_heads: int. Number of query heads.
+        num_key_value_heads: int. Number of key/value heads; must divide
+            `num_query_heads`.
+        head_dim: int or `None`. Size of each head; `None` means
+            `hidden_dim // num_query_heads`.
+        rotary_embedding: a `keras_nlp.layers.RotaryEmbedding` (or subclass)
+            applied to queries and keys, or `None` for no RoPE.
+        use_query_key_norm: bool. RMS-normalize each query and key head
+            over `head_dim` before RoPE (Qwen 3).
+        layer_norm_epsilon: float. Epsilon of those norms.
+        use_bias: bool. Biases on the query/key/value projections.
+        use_output_bias: bool. Bias on the output projection.
+        flat_output_kernel: bool. Output kernel `(heads * head_dim, hidden)`
+            instead of `(heads, head_dim, hidden)`.
+        sliding_window_size: int or `None`. If set, a query at position `i`
+            attends only to keys `j` with `i - j < sliding_window_size`.
+        use_alibi: bool. Add ALiBi's linear position bias to the logits.
+        logit_soft_cap: float or `None`. Logits become
+            `cap * tanh(logits / cap)`.
+        query_scale: float or `None`. Factor on the queries; `None` means
+            `head_dim ** -0.5`.
+        dropout: float. Dropout on the attention probabilities.
+        kernel_initializer: initializer of the projection kernels.
+        sublayer_names: optional dict overriding the names of the
+            projections (`query`, `key`, `value`, `output`) and norms
+            (`query_norm`, `key_norm`), which are the variable paths.
+        **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: `(batch, seq, hidden)`.
+        attention_mask: optional boolean `(batch, seq, key_len)`, `True`
+            where a query may attend a key; see `decoder_attention_mask`.
+        cache: optional `(batch, 2, max_len, num_key_value_heads, head_dim)`
+            keys and values of earlier steps. When given, the call returns
+            `(outputs, updated_cache)` and `key_len` is `max_len`.
+        cache_update_index: int or scalar tensor, the position of the first
+            input token; where its keys and values are written.
+        training: bool. Enables dropout.
+
+    Returns:
+        `(batch, seq, hidden)`, or `(outputs, cache)` when a cache is given.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers import CachedGroupedQueryAttention
+    from keras_nlp.layers import RotaryEmbedding
+
+    attention = CachedGroupedQueryAttention(
+        num_query_heads=4,
+        num_key_value_heads=2,
+        rotary_embedding=RotaryEmbedding(),
+    )
+    x = np.random.rand(2, 6, 32).astype("float32")
+    attention(x).shape  # (2, 6, 32)
+
+    # Decode one token at a time into a cache of 8 positions.
+    cache = np.zeros((2, 2, 8, 2, 8), "float32")
+    step, cache = attention(x[:, :1], cache=cache, cache_update_index=0)
+    ```
+    """
+
+    def __init__(
+        self,
+        num_query_heads,
+        num_key_value_heads,
+        head_dim=None,
+        rotary_embedding=None,
+        use_query_key_norm=False,
+        layer_norm_epsilon=1e-6,
+        use_bias=False,
+        use_output_bias=False,
+        flat_output_kernel=False,
+        sliding_window_size=None,
+        use_alibi=False,
+        logit_soft_cap=None,
+        query_scale=None,
+        dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        sublayer_names=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (
+            ("num_query_heads", num_query_heads),
+            ("num_key_value_heads", num_key_value_heads),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"`{name}` must be a positive integer. Received: "
+                    f"{name}={value!r}."
+                )
+        if num_query_heads % num_key_value_heads:
+            raise ValueError(
+                "`num_key_value_heads` must divide `num_query_heads`. "
+                f"Received: num_query_heads={num_query_heads}, "
+                f"num_key_value_heads={num_key_value_heads}."
+            )
+        unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
+        if unknown:
+            raise ValueError(
+                f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
+                f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
+            )
+        self.num_query_heads = num_query_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.head_dim = head_dim
+        self.rotary_embedding = rotary_embedding
+        self.use_query_key_norm = use_query_key_norm
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.use_bias = use_bias
+        self.use_output_bias = use_output_bias
+        self.flat_output_kernel = flat_output_kernel
+        self.sliding_window_size = sliding_window_size
+        self.use_alibi = use_alibi
+        self.logit_soft_cap = logit_soft_cap
+        self.query_scale = query_scale
+        self.dropout = dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.sublayer_names = dict(sublayer_names or {})
+        self._names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
+
+    def _projection(self, equation, heads, bias_axes, name):
+        return keras.layers.EinsumDense(
+            equation,
+            output_shape=(None, heads, self._head_dim),
+            bias_axes=bias_axes if self.use_bias else None,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name=self._names[name],
+        )
+
+    def build(self, input_shape):
+        hidden_dim = input_shape[-1]
+        self._head_dim = self.head_dim or hidden_dim // self.num_query_heads
+        self.query_dense = self._projection(
+            "btd,dnh->btnh", self.num_query_heads, "nh", "query"
+        )
+        self.query_dense.build(input_shape)
+        self.key_dense = self._projection(
+            "bsd,dkh->bskh", self.num_key_value_heads, "kh", "key"
+        )
+        self.key_dense.build(input_shape)
+        self.value_dense = self._projection(
+            "bsd,dkh->bskh", self.num_key_value_heads, "kh", "value"
+        )
+        self.value_dense.build(input_shape)
+
+        heads_shape = (None, None, self.num_query_heads, self._head_dim)
+        if self.flat_output_kernel:
+            equation = "btf,fd->btd"
+            output_input_shape = (
+                None,
+                None,
+                self.num_query_heads * self._head_dim,
+            )
+        else:
+            equation = "btnh,nhd->btd"
+            output_input_shape = heads_shape
+        self.output_dense = keras.layers.EinsumDense(
+            equation,
+            output_shape=(None, hidden_dim),
+            bias_axes="d" if self.use_output_bias else None,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name=self._names["output"],
+        )
+        self.output_dense.build(output_input_shape)
+
+        if self.use_query_key_norm:
+            self.query_norm = keras.layers.RMSNormalization(
+                epsilon=self.layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name=self._names["query_norm"],
+            )
+            self.query_norm.build(heads_shape)
+            self.key_norm = keras.layers.RMSNormalization(
+                epsilon=self.layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name=self._names["key_norm"],
+            )
+            self.key_norm.build(heads_shape)
+        self.probabilities_dropout = keras.layers.Dropout(
+            rate=self.dropout, dtype=self.dtype_policy, name="dropout"
+        )
+
+    def _keys_and_values(self, inputs, start_index):
+        key = self.key_dense(inputs)
+        if self.use_query_key_norm:
+            key = self.key_norm(key)
+        if self.rotary_embedding is not None:
+            key = self.rotary_embedding(key, start_index=start_index)
+        return key, self.value_dense(inputs)
+
+    def _position_mask_and_bias(self, query_length, key_length, start_index):
+        """Sliding-window mask `(1, q, k)` and ALiBi bias `(1, N, q, k)`."""
+        if self.sliding_window_size is None and not self.use_alibi:
+            return None, None
+        query_positions = ops.arange(query_length, dtype="int32") + ops.cast(
+            start_index, "int32"
+        )
+        key_positions = ops.arange(key_length, dtype="int32")
+        distance = query_positions[:, None] - key_positions[None, :]
+        window = None
+        if self.sliding_window_size is not None:
+            window = (distance < self.sliding_window_size)[None, :, :]
+        bias = None
+        if self.use_alibi:
+            slopes = ops.convert_to_tensor(
+                alibi_slopes(self.num_query_heads), "float32"
+            )
+            bias = -slopes[:, None, None] * ops.cast(distance, "float32")
+            bias = ops.cast(bias[None], self.compute_dtype)
+        return window, bias
+
+    def call(
+        self,
+        inputs,
+        attention_mask=None,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
+        if cache is None and cache_update_index is not None:
+            raise ValueError(
+                "`cache_update_index` is only meaningful with a `cache`. "
+                f"Received: cache=None, cache_update_index="
+                f"{cache_update_index!r}."
+            )
+        start_index = 0 if cache_update_index is None else cache_update_index
+
+        query = self.query_dense(inputs)
+        if self.use_query_key_norm:
+            query = self.query_norm(query)
+        if self.rotary_embedding is not None:
+            query = self.rotary_embedding(query, start_index=start_index)
+        key, value = self._keys_and_values(inputs, start_index)
+        if cache is not None:
+            start = [0, start_index, 0, 0]
+            key = ops.slice_update(cache[:, 0], start, key)
+            value = ops.slice_update(cache[:, 1], start, value)
+            cache = ops.stack((key, value), axis=1)
+
+        window, bias = self._position_mask_and_bias(
+            ops.shape(query)[1], ops.shape(key)[1], start_index
+        )
+        mask = None
+        if attention_mask is not None:
+            mask = ops.cast(attention_mask, "bool")
+        if window is not None:
+            mask = window if mask is None else ops.logical_and(mask, window)
+
+        scale = self.query_scale
+        if scale is None:
+            scale = self._head_dim**-0.5
+        query = query * ops.cast(scale, query.dtype)
+        outputs = grouped_query_attention(
+            query,
+            key,
+            value,
+            mask,
+            logit_soft_cap=self.logit_soft_cap,
+            probabilities_dropout=(
+                self.probabilities_dropout if self.dropout > 0 else None
+            ),
+            training=training,
+            bias=bias,
+        )
+        if self.flat_output_kernel:
+            batch, length = ops.shape(outputs)[0], ops.shape(outputs)[1]
+            outputs = ops.reshape(
+                outputs,
+                (batch, length, self.num_query_heads * self._head_dim),
+            )
+        outputs = self.output_dense(outputs)
+        if cache is not None:
+            return outputs, cache
+        return outputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_query_heads": self.num_query_heads,
+                "num_key_value_heads": self.num_key_value_heads,
+                "head_dim": self.head_dim,
+                "rotary_embedding": (
+                    None
+                    if self.rotary_embedding is None
+                    else keras.saving.serialize_keras_object(
+                        self.rotary_embedding
+                    )
+                ),
+                "use_query_key_norm": self.use_query_key_norm,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "use_bias": self.use_bias,
+                "use_output_bias": self.use_output_bias,
+                "flat_output_kernel": self.flat_output_kernel,
+                "sliding_window_size": self.sliding_window_size,
+                "use_alibi": self.use_alibi,
+                "logit_soft_cap": self.logit_soft_cap,
+                "query_scale": self.query_scale,
+                "dropout": self.dropout,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "sublayer_names": self.sublayer_names,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if config.get("rotary_embedding") is not None:
+            config["rotary_embedding"] = keras.saving.deserialize_keras_object(
+                config["rotary_embedding"]
+            )
+        return cls(**config)

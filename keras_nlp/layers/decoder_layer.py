@@ -1,0 +1,297 @@
+"""The pre-norm decoder block shared by the decoder-only LLM backbones."""
+
+import keras
+from keras import ops
+
+from keras_nlp.layers.cached_attention import decoder_attention_mask
+
+DEFAULT_SUBLAYER_NAMES = {
+    "attention_norm": "self_attention_layernorm",
+    "feedforward_norm": "feedforward_layernorm",
+    "intermediate": "feedforward_intermediate_dense",
+    "gate": "feedforward_gate_dense",
+    "output": "feedforward_output_dense",
+}
+
+
+def get_activation(name):
+    """A Keras activation by name; `"gelu_approximate"` is tanh-GELU."""
+    if name == "gelu_approximate":
+        return lambda x: keras.activations.gelu(x, approximate=True)
+    return keras.activations.get(name)
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp")
+class DecoderLayer(keras.layers.Layer):
+    """Pre-norm causal transformer block: attention, then a feed-forward.
+
+    Sequential (Llama, Mistral, Qwen, Phi-3, GPT-2, OPT, Bloom, Falcon):
+
+        h = x + attention(attention_norm(x))
+        y = h + feedforward(feedforward_norm(h))
+
+    With `parallel_residual=True` (GPT-J style) both branches read `x`:
+    `y = x + attention(attention_norm(x)) + feedforward(feedforward_norm(x))`.
+
+    The feed-forward is gated, `output(act(gate(z)) * intermediate(z))`
+    (SwiGLU and friends), or plain, `output(act(intermediate(z)))`, or any
+    layer passed as `feedforward` (e.g. a mixture of experts). Its dense
+    layers are direct children of this block, as in the checkpoints, so
+    their paths read `<block>/feedforward_gate_dense/kernel`.
+
+    Args:
+        attention: the self-attention layer, typically a
+            `CachedGroupedQueryAttention` whose name is its path segment.
+        hidden_dim: int. Width of the residual stream.
+        intermediate_dim: int. Width of the feed-forward; unused when
+            `feedforward` is given.
+        feedforward: optional layer mapping `(batch, seq, hidden)` to the
+            same shape, used instead of the dense feed-forward.
+        activation: str. Feed-forward activation (`"silu"`, `"gelu"`,
+            `"gelu_approximate"`, `"relu"`, ...). Gated feed-forwards run it
+            in float32.
+        gated: bool. Use the gated feed-forward.
+        use_bias: bool. Biases on the feed-forward dense layers.
+        normalization: `"rms"` (`keras.layers.RMSNormalization`) or
+            `"layer"` (`keras.layers.LayerNormalization`).
+        layer_norm_epsilon: float. Epsilon of both norms.
+        parallel_residual: bool. See above.
+        dropout: float. Dropout on each branch's output before its residual
+            add.
+        kernel_initializer: initializer of the feed-forward kernels.
+        sublayer_names: optional dict overriding the names
+            (`attention_norm`, `feedforward_norm`, `intermediate`, `gate`,
+            `output`), which are the variable paths.
+        **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: `(batch, seq, hidden)`.
+        padding_mask: optional `(batch, key_len)`, non-zero for real tokens
+            (with a cache, it covers every cache position).
+        cache: optional attention cache, see `CachedGroupedQueryAttention`;
+            then the call returns `(outputs, updated_cache)`.
+        cache_update_index: int or scalar tensor, position of the first
+            input token in the cache.
+        training: bool. Enables dropout.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers import CachedGroupedQueryAttention
+    from keras_nlp.layers import DecoderLayer
+    from keras_nlp.layers import RotaryEmbedding
+
+    block = DecoderLayer(
+        attention=CachedGroupedQueryAttention(
+            4, 2, rotary_embedding=RotaryEmbedding(), name="self_attention"
+        ),
+        hidden_dim=32,
+        intermediate_dim=64,
+    )
+    block(np.random.rand(2, 5, 32).astype("float32")).shape  # (2, 5, 32)
+    ```
+    """
+
+    def __init__(
+        self,
+        attention,
+        hidden_dim,
+        intermediate_dim=None,
+        feedforward=None,
+        activation="silu",
+        gated=True,
+        use_bias=False,
+        normalization="rms",
+        layer_norm_epsilon=1e-6,
+        parallel_residual=False,
+        dropout=0.0,
+        kernel_initializer="glorot_uniform",
+        sublayer_names=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if normalization not in ("rms", "layer"):
+            raise ValueError(
+                "`normalization` must be 'rms' or 'layer'. Received: "
+                f"normalization={normalization!r}."
+            )
+        if feedforward is None and not intermediate_dim:
+            raise ValueError(
+                "Either `intermediate_dim` (for the dense feed-forward) or "
+                "a `feedforward` layer is required. Received: "
+                f"intermediate_dim={intermediate_dim!r}, feedforward=None."
+            )
+        unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
+        if unknown:
+            raise ValueError(
+                f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
+                f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
+            )
+        self.attention = attention
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.feedforward = feedforward
+        self.activation = activation
+        self.gated = gated
+        self.use_bias = use_bias
+        self.normalization = normalization
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.parallel_residual = parallel_residual
+        self.dropout = dropout
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.sublayer_names = dict(sublayer_names or {})
+        names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
+        self._activation = get_activation(activation)
+
+        self.attention_norm = self._norm(names["attention_norm"])
+        self.feedforward_norm = self._norm(names["feedforward_norm"])
+        self.intermediate_dense = self.gate_dense = self.output_dense = None
+        if feedforward is None:
+            self.intermediate_dense = self._dense(
+                intermediate_dim, names["intermediate"]
+            )
+            if gated:
+                self.gate_dense = self._dense(intermediate_dim, names["gate"])
+            self.output_dense = self._dense(hidden_dim, names["output"])
+        self.attention_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="attention_dropout"
+        )
+        self.feedforward_dropout = keras.layers.Dropout(
+            dropout, dtype=self.dtype_policy, name="feedforward_dropout"
+        )
+
+    def _norm(self, name):
+        if self.normalization == "rms":
+            return keras.layers.RMSNormalization(
+                epsilon=self.layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name=name,
+            )
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    def _dense(self, width, name):
+        return keras.layers.EinsumDense(
+            "btd,df->btf",
+            output_shape=(None, width),
+            bias_axes="f" if self.use_bias else None,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def build(self, input_shape):
+        self.attention_norm.build(input_shape)
+        self.attention.build(input_shape)
+        self.feedforward_norm.build(input_shape)
+        if self.feedforward is not None:
+            self.feedforward.build(input_shape)
+            return
+        self.intermediate_dense.build(input_shape)
+        if self.gate_dense is not None:
+            self.gate_dense.build(input_shape)
+        self.output_dense.build((*input_shape[:-1], self.intermediate_dim))
+
+    def _feedforward(self, x):
+        if self.feedforward is not None:
+            return self.feedforward(x)
+        if self.gate_dense is None:
+            return self.output_dense(
+                self._activation(self.intermediate_dense(x))
+            )
+        # Like the reference implementations, the gate's activation runs in
+        # float32 even under mixed precision.
+        gate = ops.cast(self.gate_dense(x), "float32")
+        gate = ops.cast(self._activation(gate), self.compute_dtype)
+        return self.output_dense(self.intermediate_dense(x) * gate)
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        cache=None,
+        cache_update_index=None,
+        training=None,
+    ):
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        key_length = length if cache is None else ops.shape(cache)[2]
+        mask = decoder_attention_mask(
+            batch,
+            length,
+            key_length,
+            padding_mask=padding_mask,
+            start_index=0 if cache_update_index is None else cache_update_index,
+        )
+        attention_kwargs = {}
+        if cache is not None:
+            attention_kwargs = dict(
+                cache=cache, cache_update_index=cache_update_index
+            )
+        attended = self.attention(
+            self.attention_norm(inputs),
+            attention_mask=mask,
+            training=training,
+            **attention_kwargs,
+        )
+        if cache is not None:
+            attended, cache = attended
+        attended = self.attention_dropout(attended, training=training)
+
+        if self.parallel_residual:
+            fed = self._feedforward(self.feedforward_norm(inputs))
+            outputs = (
+                inputs
+                + attended
+                + self.feedforward_dropout(fed, training=training)
+            )
+        else:
+            residual = inputs + attended
+            fed = self._feedforward(self.feedforward_norm(residual))
+            outputs = residual + self.feedforward_dropout(
+                fed, training=training
+            )
+        if cache is not None:
+            return outputs, cache
+        return outputs
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "attention": keras.saving.serialize_keras_object(
+                    self.attention
+                ),
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "feedforward": (
+                    None
+                    if self.feedforward is None
+                    else keras.saving.serialize_keras_object(self.feedforward)
+                ),
+                "activation": self.activation,
+                "gated": self.gated,
+                "use_bias": self.use_bias,
+                "normalization": self.normalization,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "parallel_residual": self.parallel_residual,
+                "dropout": self.dropout,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "sublayer_names": self.sublayer_names,
+            }
+        )
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in ("attention", "feedforward"):
+            if config.get(key) is not None:
+                config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)

@@ -1,0 +1,149 @@
+"""GPT-NeoX self-attention: one fused query/key/value projection."""
+
+import keras
+from keras import ops
+
+from keras_nlp.layers.grouped_query_attention import grouped_query_attention
+from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+
+
+def gpt_neo_x_kernel_initializer():
+    """A fresh initializer for GPT-NeoX projection kernels (normal, 0.02)."""
+    return keras.initializers.RandomNormal(stddev=0.02)
+
+
+class GPTNeoXAttention(keras.layers.Layer):
+    """Multi-head self-attention with a fused projection and partial RoPE.
+
+    One kernel of shape `(hidden_dim, num_heads, 3 * head_dim)` projects the
+    inputs to queries, keys and values at once; within each head the last
+    axis holds the query, then the key, then the value features. Rotary
+    position embedding (rotate-half) is applied to the first
+    `int(head_dim * rotary_percentage)` features of every query and key head;
+    the remaining features carry no position information. The heads are
+    concatenated and projected back to `hidden_dim` by a `(hidden_dim,
+    hidden_dim)` dense layer with a bias.
+
+    Args:
+        num_heads: int. Number of attention heads; must divide the input
+            width.
+        rotary_percentage: float. Fraction of each head's features that are
+            rotated, in `[0, 1]`. Defaults to `0.25`.
+        rotary_max_wavelength: int. Base wavelength of the rotary embedding.
+            Defaults to `10000`.
+        dropout: float. Dropout rate on the attention probabilities.
+            Defaults to `0`.
+        **kwargs: Forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: Tensor of shape `(batch, seq, hidden_dim)`.
+        attention_mask: Optional boolean/integer tensor of shape
+            `(batch, seq, seq)`; entry `[b, i, j]` says whether query `i` may
+            attend to key `j`.
+        training: bool. Enables dropout.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        rotary_percentage=0.25,
+        rotary_max_wavelength=10000,
+        dropout=0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.rotary_percentage = rotary_percentage
+        self.rotary_max_wavelength = rotary_max_wavelength
+        self.dropout = dropout
+
+    def build(self, input_shape):
+        self.hidden_dim = input_shape[-1]
+        if self.hidden_dim % self.num_heads:
+            raise ValueError(
+                "The input width must be divisible by `num_heads`. Received: "
+                f"hidden_dim={self.hidden_dim}, num_heads={self.num_heads}."
+            )
+        self.head_dim = self.hidden_dim // self.num_heads
+        self.rotary_dim = int(self.head_dim * self.rotary_percentage)
+
+        self.query_key_value_dense = keras.layers.EinsumDense(
+            "btd,dnh->btnh",
+            output_shape=(None, self.num_heads, 3 * self.head_dim),
+            bias_axes="nh",
+            kernel_initializer=gpt_neo_x_kernel_initializer(),
+            dtype=self.dtype_policy,
+            name="query_key_value",
+        )
+        self.query_key_value_dense.build(input_shape)
+
+        # Takes the heads concatenated (head-major) as its input features.
+        self.output_dense = keras.layers.Dense(
+            self.hidden_dim,
+            kernel_initializer=gpt_neo_x_kernel_initializer(),
+            dtype=self.dtype_policy,
+            name="attention_output",
+        )
+        self.output_dense.build(input_shape)
+
+        self.rotary_embedding = RotaryEmbedding(
+            max_wavelength=self.rotary_max_wavelength,
+            dtype=self.dtype_policy,
+            name="rotary",
+        )
+        self.probabilities_dropout = keras.layers.Dropout(
+            rate=self.dropout, dtype=self.dtype_policy, name="dropout"
+        )
+
+    def _rotate(self, x):
+        """Applies RoPE to the first `rotary_dim` features of each head."""
+        if self.rotary_dim == 0:
+            return x
+        if self.rotary_dim == self.head_dim:
+            return self.rotary_embedding(x)
+        rotated = self.rotary_embedding(x[..., : self.rotary_dim])
+        return ops.concatenate([rotated, x[..., self.rotary_dim :]], axis=-1)
+
+    def call(self, inputs, attention_mask=None, training=None):
+        fused = self.query_key_value_dense(inputs)
+        query, key, value = ops.split(fused, 3, axis=-1)
+        query = self._rotate(query)
+        key = self._rotate(key)
+
+        mask = None
+        if attention_mask is not None:
+            mask = ops.cast(attention_mask, "bool")
+        query = query * ops.cast(self.head_dim**-0.5, query.dtype)
+        outputs = grouped_query_attention(
+            query,
+            key,
+            value,
+            mask,
+            probabilities_dropout=(
+                self.probabilities_dropout if self.dropout > 0 else None
+            ),
+            training=training,
+        )
+        if mask is not None:
+            # Query rows that may attend to nothing (left padding) would get
+            # an arbitrary average; keras-hub outputs zeros there.
+            has_keys = ops.any(mask, axis=-1)[:, :, None, None]
+            outputs = ops.where(has_keys, outputs, ops.zeros_like(outputs))
+        batch, seq = ops.shape(outputs)[0], ops.shape(outputs)[1]
+        outputs = ops.reshape(outputs, (batch, seq, self.hidden_dim))
+        return self.output_dense(outputs)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "rotary_percentage": self.rotary_percentage,
+                "rotary_max_wavelength": self.rotary_max_wavelength,
+                "dropout": self.dropout,
+            }
+        )
+        return config
