@@ -104,6 +104,11 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         sliding_window_size: int or `None`. If set, a query at position `i`
             attends only to keys `j` with `i - j < sliding_window_size`.
         use_alibi: bool. Add ALiBi's linear position bias to the logits.
+        scale_alibi: bool. Scale the ALiBi bias by the query scale too, as
+            when the bias is added before the logits are scaled (Falcon).
+        zero_unattended_queries: bool. Output zeros for queries that may
+            attend to no key (e.g. left padding) instead of an average of
+            all values, like attentions built on `keras.layers.Softmax`.
         logit_soft_cap: float or `None`. Logits become
             `cap * tanh(logits / cap)`.
         query_scale: float or `None`. Factor on the queries; `None` means
@@ -163,6 +168,8 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         flat_output_kernel=False,
         sliding_window_size=None,
         use_alibi=False,
+        scale_alibi=False,
+        zero_unattended_queries=False,
         logit_soft_cap=None,
         query_scale=None,
         dropout=0.0,
@@ -203,6 +210,8 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         self.flat_output_kernel = flat_output_kernel
         self.sliding_window_size = sliding_window_size
         self.use_alibi = use_alibi
+        self.scale_alibi = scale_alibi
+        self.zero_unattended_queries = zero_unattended_queries
         self.logit_soft_cap = logit_soft_cap
         self.query_scale = query_scale
         self.dropout = dropout
@@ -210,12 +219,19 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         self.sublayer_names = dict(sublayer_names or {})
         self._names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
 
+    def _new_kernel_initializer(self):
+        # An unseeded Keras initializer fixes its seed when created and then
+        # draws the same values on every call: give each kernel a copy.
+        return self.kernel_initializer.__class__.from_config(
+            self.kernel_initializer.get_config()
+        )
+
     def _projection(self, equation, heads, bias_axes, name):
         return keras.layers.EinsumDense(
             equation,
             output_shape=(None, heads, self._head_dim),
             bias_axes=bias_axes if self.use_bias else None,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=self._new_kernel_initializer(),
             dtype=self.dtype_policy,
             name=self._names[name],
         )
@@ -251,7 +267,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             equation,
             output_shape=(None, hidden_dim),
             bias_axes="d" if self.use_output_bias else None,
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=self._new_kernel_initializer(),
             dtype=self.dtype_policy,
             name=self._names["output"],
         )
@@ -296,9 +312,13 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             window = (distance < self.sliding_window_size)[None, :, :]
         bias = None
         if self.use_alibi:
-            slopes = ops.convert_to_tensor(
-                alibi_slopes(self.num_query_heads), "float32"
-            )
+            slopes = alibi_slopes(self.num_query_heads)
+            if self.scale_alibi:
+                scale = self.query_scale
+                if scale is None:
+                    scale = self._head_dim**-0.5
+                slopes = [slope * scale for slope in slopes]
+            slopes = ops.convert_to_tensor(slopes, "float32")
             bias = -slopes[:, None, None] * ops.cast(distance, "float32")
             bias = ops.cast(bias[None], self.compute_dtype)
         return window, bias
@@ -356,6 +376,9 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             training=training,
             bias=bias,
         )
+        if self.zero_unattended_queries and mask is not None:
+            has_keys = ops.any(mask, axis=-1)[:, :, None, None]
+            outputs = ops.where(has_keys, outputs, ops.zeros_like(outputs))
         if self.flat_output_kernel:
             batch, length = ops.shape(outputs)[0], ops.shape(outputs)[1]
             outputs = ops.reshape(
@@ -391,6 +414,8 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                 "flat_output_kernel": self.flat_output_kernel,
                 "sliding_window_size": self.sliding_window_size,
                 "use_alibi": self.use_alibi,
+                "scale_alibi": self.scale_alibi,
+                "zero_unattended_queries": self.zero_unattended_queries,
                 "logit_soft_cap": self.logit_soft_cap,
                 "query_scale": self.query_scale,
                 "dropout": self.dropout,

@@ -1,5 +1,7 @@
 """The pre-norm decoder block shared by the decoder-only LLM backbones."""
 
+import inspect
+
 import keras
 from keras import ops
 
@@ -46,7 +48,10 @@ class DecoderLayer(keras.layers.Layer):
         intermediate_dim: int. Width of the feed-forward; unused when
             `feedforward` is given.
         feedforward: optional layer mapping `(batch, seq, hidden)` to the
-            same shape, used instead of the dense feed-forward.
+            same shape, used instead of the dense feed-forward. If its
+            `call` takes `padding_mask` (e.g. for a mixture of experts'
+            auxiliary loss), it gets the `(batch, seq)` mask, except when
+            decoding with a cache.
         activation: str. Feed-forward activation (`"silu"`, `"gelu"`,
             `"gelu_approximate"`, `"relu"`, ...). Gated feed-forwards run it
             in float32.
@@ -58,6 +63,9 @@ class DecoderLayer(keras.layers.Layer):
         parallel_residual: bool. See above.
         dropout: float. Dropout on each branch's output before its residual
             add.
+        feedforward_dropout: float or `None`. Rate for the feed-forward
+            branch instead of `dropout` (Falcon has two rates); `None`
+            means `dropout`.
         kernel_initializer: initializer of the feed-forward kernels.
         sublayer_names: optional dict overriding the names
             (`attention_norm`, `feedforward_norm`, `intermediate`, `gate`,
@@ -106,6 +114,7 @@ class DecoderLayer(keras.layers.Layer):
         layer_norm_epsilon=1e-6,
         parallel_residual=False,
         dropout=0.0,
+        feedforward_dropout=None,
         kernel_initializer="glorot_uniform",
         sublayer_names=None,
         **kwargs,
@@ -139,6 +148,7 @@ class DecoderLayer(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.parallel_residual = parallel_residual
         self.dropout = dropout
+        self.feedforward_dropout_rate = feedforward_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.sublayer_names = dict(sublayer_names or {})
         names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
@@ -158,7 +168,9 @@ class DecoderLayer(keras.layers.Layer):
             dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
         self.feedforward_dropout = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="feedforward_dropout"
+            dropout if feedforward_dropout is None else feedforward_dropout,
+            dtype=self.dtype_policy,
+            name="feedforward_dropout",
         )
 
     def _norm(self, name):
@@ -177,7 +189,11 @@ class DecoderLayer(keras.layers.Layer):
             "btd,df->btf",
             output_shape=(None, width),
             bias_axes="f" if self.use_bias else None,
-            kernel_initializer=self.kernel_initializer,
+            # An unseeded Keras initializer fixes its seed when created and
+            # then draws the same values on every call: copy it per kernel.
+            kernel_initializer=self.kernel_initializer.__class__.from_config(
+                self.kernel_initializer.get_config()
+            ),
             dtype=self.dtype_policy,
             name=name,
         )
@@ -194,8 +210,14 @@ class DecoderLayer(keras.layers.Layer):
             self.gate_dense.build(input_shape)
         self.output_dense.build((*input_shape[:-1], self.intermediate_dim))
 
-    def _feedforward(self, x):
+    def _feedforward(self, x, padding_mask=None):
         if self.feedforward is not None:
+            call_arguments = inspect.signature(self.feedforward.call)
+            if (
+                padding_mask is not None
+                and "padding_mask" in call_arguments.parameters
+            ):
+                return self.feedforward(x, padding_mask=padding_mask)
             return self.feedforward(x)
         if self.gate_dense is None:
             return self.output_dense(
@@ -239,8 +261,12 @@ class DecoderLayer(keras.layers.Layer):
             attended, cache = attended
         attended = self.attention_dropout(attended, training=training)
 
+        # With a cache, the padding mask covers the cache, not the inputs.
+        feedforward_mask = padding_mask if cache is None else None
         if self.parallel_residual:
-            fed = self._feedforward(self.feedforward_norm(inputs))
+            fed = self._feedforward(
+                self.feedforward_norm(inputs), feedforward_mask
+            )
             outputs = (
                 inputs
                 + attended
@@ -248,7 +274,9 @@ class DecoderLayer(keras.layers.Layer):
             )
         else:
             residual = inputs + attended
-            fed = self._feedforward(self.feedforward_norm(residual))
+            fed = self._feedforward(
+                self.feedforward_norm(residual), feedforward_mask
+            )
             outputs = residual + self.feedforward_dropout(
                 fed, training=training
             )
@@ -280,6 +308,7 @@ class DecoderLayer(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "parallel_residual": self.parallel_residual,
                 "dropout": self.dropout,
+                "feedforward_dropout": self.feedforward_dropout_rate,
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),

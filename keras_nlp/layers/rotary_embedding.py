@@ -58,18 +58,32 @@ class RotaryEmbedding(keras.layers.Layer):
         positions = ops.cast(positions, "float32")
         if len(positions.shape) == 1:
             positions = ops.expand_dims(positions, 0)
-        inverse_frequency = self._inverse_frequency(features)
+        inverse_frequency = self._context_inverse_frequency(
+            self._inverse_frequency(features), positions
+        )
         positions = positions / ops.cast(self.scaling_factor, "float32")
         return positions[:, :, None] * inverse_frequency[None, None, :]
 
     def _inverse_frequency(self, features):
         """Float32 `(features / 2,)` rotation speeds; subclasses rescale them.
 
-        Model-specific RoPE variants (Llama 3's frequency-dependent scaling,
-        Phi-3's per-frequency factors) override only this method.
+        Model-specific RoPE variants (Llama 3's frequency-dependent scaling)
+        override only this method; ones that also depend on the positions
+        of the call (Phi-3) use `_context_inverse_frequency`.
         """
         exponents = ops.arange(0, features, 2, dtype="float32") / features
         return ops.power(ops.cast(self.max_wavelength, "float32"), -exponents)
+
+    def _context_inverse_frequency(self, inverse_frequency, positions):
+        """Adapts `_inverse_frequency` to the positions of this call.
+
+        Identity by default. Variants whose frequencies depend on how far
+        the context reaches (Phi-3's LongRoPE picks its short or long
+        factors by the last position) override this with `keras.ops`, as
+        `positions` (float32, `(batch or 1, seq)`) is dynamic when traced.
+        """
+        del positions
+        return inverse_frequency
 
     def _amplitude(self, seq_len):
         """Factor on cos and sin; 1 except for variants that rescale them."""

@@ -39,7 +39,9 @@ class GPTNeoXAttention(keras.layers.Layer):
         inputs: Tensor of shape `(batch, seq, hidden_dim)`.
         attention_mask: Optional boolean/integer tensor of shape
             `(batch, seq, seq)`; entry `[b, i, j]` says whether query `i` may
-            attend to key `j`.
+            attend to key `j`. A query row with no allowed key (a left-padded
+            position) gets the plain average of the values, as from
+            `keras.ops.dot_product_attention`; no real token reads it.
         training: bool. Enables dropout.
     """
 
@@ -124,11 +126,6 @@ class GPTNeoXAttention(keras.layers.Layer):
             ),
             training=training,
         )
-        if mask is not None:
-            # Query rows that may attend to nothing (left padding) would get
-            # an arbitrary average; keras-hub outputs zeros there.
-            has_keys = ops.any(mask, axis=-1)[:, :, None, None]
-            outputs = ops.where(has_keys, outputs, ops.zeros_like(outputs))
         batch, seq = ops.shape(outputs)[0], ops.shape(outputs)[1]
         outputs = ops.reshape(outputs, (batch, seq, self.hidden_dim))
         return self.output_dense(outputs)

@@ -86,9 +86,7 @@ def test_pythia_410m_paths_without_allocating():
     ],
 )
 def test_preset_parameter_counts(preset, expected):
-    plan = GPTNeoXBackbone.plan_layout(
-        {"batch": 1, "model": 1}, preset=preset
-    )
+    plan = GPTNeoXBackbone.plan_layout({"batch": 1, "model": 1}, preset=preset)
     assert plan.total_params == expected
 
 
@@ -114,7 +112,7 @@ def test_preset_configs():
         load_weights=False,
         num_layers=1,
         vocabulary_size=128,
-        hidden_dim=64,
+        hidden_dim=128,  # 16 heads of 8: 2 rotated features each
         intermediate_dim=64,
     )
     assert model.num_heads == 16
@@ -227,7 +225,10 @@ def test_training_with_dropout():
 
 def test_layers_config_round_trip():
     attention = GPTNeoXAttention(
-        num_heads=4, rotary_percentage=0.5, rotary_max_wavelength=77, dropout=0.1
+        num_heads=4,
+        rotary_percentage=0.5,
+        rotary_max_wavelength=77,
+        dropout=0.1,
     )
     config = attention.get_config()
     assert GPTNeoXAttention.from_config(config).get_config() == config

@@ -1,0 +1,357 @@
+"""Sparse mixture-of-experts feed-forward (Mixtral, Qwen-MoE style).
+
+The block is a drop-in `feedforward` for `DecoderLayer`: a router picks the
+top-k experts of each token and the block returns the routing-weighted sum
+of their gated feed-forwards. It is computed densely, every expert on every
+token with unselected experts weighted 0, so it is a few einsums over
+stacked expert weights: no gather or scatter, and with the experts sharded
+on the model axis each device runs its own experts.
+"""
+
+import keras
+from keras import ops
+
+from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import MODEL
+from keras_nlp.layers.decoder_layer import get_activation
+
+DEFAULT_SUBLAYER_NAMES = {
+    "router": "sparse_feedforward_gate_dense",
+    "experts": "experts",
+    "gate": "expert_feedforward_gate_dense",
+    "intermediate": "expert_feedforward_intermediate_dense",
+    "output": "expert_feedforward_output_dense",
+}
+
+
+class ExpertBank(keras.layers.Layer):
+    """The stacked weights of `num_experts` gated feed-forwards.
+
+    Holds raw variables (no `/kernel` suffix), as the checkpoints do:
+    `gate` and `intermediate` `(experts, hidden, intermediate_dim)` and
+    `output` `(experts, intermediate_dim, hidden)`; with
+    `fused_gate_intermediate=True` a single `gate` variable
+    `(experts, hidden, 2 * intermediate_dim)` holds the gate then the
+    intermediate projection (Qwen 3 MoE).
+
+    Built and called by `SparseMoE`; see its arguments.
+    """
+
+    def __init__(
+        self,
+        num_experts,
+        intermediate_dim,
+        activation="silu",
+        fused_gate_intermediate=False,
+        kernel_initializer="glorot_uniform",
+        variable_names=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_experts = num_experts
+        self.intermediate_dim = intermediate_dim
+        self.activation = activation
+        self.fused_gate_intermediate = fused_gate_intermediate
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.variable_names = {
+            **DEFAULT_SUBLAYER_NAMES,
+            **(variable_names or {}),
+        }
+        self._activation = get_activation(activation)
+
+    def _weight(self, shape, kind):
+        return self.add_weight(
+            shape=shape,
+            initializer=self.kernel_initializer,
+            dtype=self.variable_dtype,
+            name=self.variable_names[kind],
+        )
+
+    def build(self, input_shape):
+        hidden_dim = input_shape[-1]
+        experts, width = self.num_experts, self.intermediate_dim
+        if self.fused_gate_intermediate:
+            self.gate = self._weight((experts, hidden_dim, 2 * width), "gate")
+            self.intermediate = None
+        else:
+            self.gate = self._weight((experts, hidden_dim, width), "gate")
+            self.intermediate = self._weight(
+                (experts, hidden_dim, width), "intermediate"
+            )
+        self.output_kernel = self._weight(
+            (experts, width, hidden_dim), "output"
+        )
+
+    def call(self, inputs, routing_weights):
+        """`(batch, seq, hidden)` inputs, `(batch, seq, experts)` weights."""
+        gate = ops.einsum("bsh,ehf->bsef", inputs, self.gate)
+        if self.intermediate is None:
+            gate, intermediate = ops.split(gate, 2, axis=-1)
+        else:
+            intermediate = ops.einsum(
+                "bsh,ehf->bsef", inputs, self.intermediate
+            )
+        # Like DecoderLayer, the gate's activation runs in float32.
+        gate = ops.cast(
+            self._activation(ops.cast(gate, "float32")), self.compute_dtype
+        )
+        # Weighting before the output projection lets one einsum contract
+        # both the expert and the feed-forward dimension.
+        hidden = intermediate * gate * routing_weights[..., None]
+        return ops.einsum("bsef,efh->bsh", hidden, self.output_kernel)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp")
+class SparseMoE(keras.layers.Layer):
+    """Top-k routed mixture of gated feed-forward experts.
+
+    For each token `x` the router gives probabilities
+    `p = softmax(x @ router)` over the experts; the `top_k` largest are
+    kept (and, with `normalize_top_k`, divided by their sum) and the output
+    is `sum_e p_e * output_e(act(gate_e(x)) * intermediate_e(x))` over the
+    kept experts. Routing runs in float32.
+
+    Variable paths under the block's name (Mixtral's by default):
+    `sparse_feedforward_gate_dense/kernel` `(hidden, experts)`, and
+    `experts/expert_feedforward_gate_dense`,
+    `experts/expert_feedforward_intermediate_dense`
+    `(experts, hidden, intermediate_dim)` and
+    `experts/expert_feedforward_output_dense`
+    `(experts, intermediate_dim, hidden)`. `sublayer_names` renames them for
+    other checkpoints.
+
+    Args:
+        num_experts: int. Number of experts.
+        intermediate_dim: int. Feed-forward width of each expert.
+        top_k: int. Experts per token, in `[1, num_experts]`.
+        activation: str. Gate activation. Defaults to `"silu"`.
+        normalize_top_k: bool. Renormalize the kept probabilities to sum to
+            one (Mixtral, Qwen 3 MoE by config). Defaults to `True`.
+        fused_gate_intermediate: bool. One `gate` variable
+            `(experts, hidden, 2 * intermediate_dim)`, gate half first,
+            instead of separate gate and intermediate variables.
+        router_jitter_noise: float. In training, the block's input is
+            multiplied by noise drawn uniformly from
+            `[1 - noise, 1 + noise]` (router and experts both see it).
+            Defaults to `0`.
+        router_aux_loss_coef: float. In training, adds this times the
+            Switch-Transformer load-balancing loss (fraction of tokens sent
+            to each expert times its mean probability, summed, times
+            `num_experts`; padding excluded) with `add_loss`. Defaults to
+            `0`.
+        kernel_initializer: initializer of the router and expert weights.
+        sublayer_names: optional dict overriding the names (`router`,
+            `experts`, `gate`, `intermediate`, `output`), which are the
+            variable paths.
+        **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: `(batch, seq, hidden)`.
+        padding_mask: optional `(batch, seq)`, non-zero for real tokens;
+            only the auxiliary loss reads it.
+        training: bool. Enables jitter noise and the auxiliary loss.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers.sparse_moe import SparseMoE
+
+    moe = SparseMoE(num_experts=4, intermediate_dim=16, top_k=2)
+    moe(np.random.rand(2, 5, 8).astype("float32")).shape  # (2, 5, 8)
+    ```
+    """
+
+    def __init__(
+        self,
+        num_experts,
+        intermediate_dim,
+        top_k=2,
+        activation="silu",
+        normalize_top_k=True,
+        fused_gate_intermediate=False,
+        router_jitter_noise=0.0,
+        router_aux_loss_coef=0.0,
+        kernel_initializer="glorot_uniform",
+        sublayer_names=None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (
+            ("num_experts", num_experts),
+            ("intermediate_dim", intermediate_dim),
+            ("top_k", top_k),
+        ):
+            if (
+                not isinstance(value, int)
+                or isinstance(value, bool)
+                or value < 1
+            ):
+                raise ValueError(
+                    f"`{name}` must be a positive integer. Received: "
+                    f"{name}={value!r}."
+                )
+        if top_k > num_experts:
+            raise ValueError(
+                f"`top_k` must be at most `num_experts` ({num_experts}). "
+                f"Received: top_k={top_k}."
+            )
+        if not 0 <= router_jitter_noise < 1:
+            raise ValueError(
+                "`router_jitter_noise` must be in [0, 1). Received: "
+                f"router_jitter_noise={router_jitter_noise!r}."
+            )
+        unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
+        if unknown:
+            raise ValueError(
+                f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
+                f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
+            )
+        self.num_experts = num_experts
+        self.intermediate_dim = intermediate_dim
+        self.top_k = top_k
+        self.activation = activation
+        self.normalize_top_k = normalize_top_k
+        self.fused_gate_intermediate = fused_gate_intermediate
+        self.router_jitter_noise = router_jitter_noise
+        self.router_aux_loss_coef = router_aux_loss_coef
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.sublayer_names = dict(sublayer_names or {})
+        names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
+
+        self.router = keras.layers.Dense(
+            num_experts,
+            use_bias=False,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name=names["router"],
+        )
+        self.experts = ExpertBank(
+            num_experts,
+            intermediate_dim,
+            activation=activation,
+            fused_gate_intermediate=fused_gate_intermediate,
+            kernel_initializer=self.kernel_initializer,
+            variable_names=names,
+            dtype=self.dtype_policy,
+            name=names["experts"],
+        )
+        # Like Dropout, only a noisy router owns random state.
+        self.seed_generator = None
+        if router_jitter_noise > 0:
+            self.seed_generator = keras.random.SeedGenerator(name="jitter_seed")
+
+    def build(self, input_shape):
+        self.router.build(input_shape)
+        self.experts.build(input_shape)
+
+    def _routing(self, inputs):
+        """Float32 router probabilities and dense top-k weights `(b, s, e)`."""
+        logits = ops.cast(self.router(inputs), "float32")
+        probabilities = ops.softmax(logits, axis=-1)
+        top_probabilities, top_indices = ops.top_k(probabilities, self.top_k)
+        if self.normalize_top_k:
+            top_probabilities = top_probabilities / ops.sum(
+                top_probabilities, axis=-1, keepdims=True
+            )
+        selected = ops.one_hot(top_indices, self.num_experts, dtype="float32")
+        weights = ops.sum(selected * top_probabilities[..., None], axis=-2)
+        return probabilities, selected, weights
+
+    def _load_balancing_loss(self, probabilities, selected, padding_mask):
+        """Switch-Transformer auxiliary loss, as Mixtral trains with it."""
+        if padding_mask is None:
+            padding_mask = ops.ones(ops.shape(probabilities)[:2])
+        real = ops.cast(padding_mask, "float32")[..., None]
+        count = ops.maximum(ops.sum(real), 1e-9)
+        # Fraction of tokens routed to each expert, averaged over the k
+        # choices, and the mean probability of each expert.
+        tokens_per_expert = ops.sum(
+            ops.mean(selected, axis=-2) * real, axis=(0, 1)
+        )
+        probability_per_expert = ops.sum(probabilities * real, axis=(0, 1))
+        return (
+            ops.sum(tokens_per_expert * probability_per_expert)
+            / (count * count)
+            * self.num_experts
+        )
+
+    def call(self, inputs, padding_mask=None, training=None):
+        if training and self.router_jitter_noise > 0:
+            noise = keras.random.uniform(
+                ops.shape(inputs),
+                minval=1.0 - self.router_jitter_noise,
+                maxval=1.0 + self.router_jitter_noise,
+                dtype=inputs.dtype,
+                seed=self.seed_generator,
+            )
+            inputs = inputs * noise
+        probabilities, selected, weights = self._routing(inputs)
+        if training and self.router_aux_loss_coef:
+            self.add_loss(
+                self.router_aux_loss_coef
+                * self._load_balancing_loss(
+                    probabilities, selected, padding_mask
+                )
+            )
+        return self.experts(inputs, ops.cast(weights, self.compute_dtype))
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_experts": self.num_experts,
+                "intermediate_dim": self.intermediate_dim,
+                "top_k": self.top_k,
+                "activation": self.activation,
+                "normalize_top_k": self.normalize_top_k,
+                "fused_gate_intermediate": self.fused_gate_intermediate,
+                "router_jitter_noise": self.router_jitter_noise,
+                "router_aux_loss_coef": self.router_aux_loss_coef,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "sublayer_names": self.sublayer_names,
+            }
+        )
+        return config
+
+
+def sparse_moe_rules(
+    prefix, sublayer_names=None, fused_gate_intermediate=False
+):
+    """Layout rules of a `SparseMoE` under `prefix` (its path, with `/`).
+
+    Experts go on the model axis along the expert dimension, and their
+    feed-forward width when the expert count does not divide it; hidden
+    goes on the data axis. The router `(hidden, experts)` is small and read
+    by every token: it is declared replicated.
+    """
+    names = {**DEFAULT_SUBLAYER_NAMES, **(sublayer_names or {})}
+    experts = prefix + names["experts"] + "/"
+    inputs = names["gate"]
+    if not fused_gate_intermediate:
+        inputs = f"({names['gate']}|{names['intermediate']})"
+    return [
+        (
+            prefix + names["router"] + "/kernel",
+            (None, None),
+            ("hidden", "experts"),
+        ),
+        (
+            experts + inputs,
+            [(MODEL, DATA, None), (None, DATA, MODEL)],
+            ("experts", "hidden", "ffw"),
+        ),
+        (
+            experts + names["output"],
+            [(MODEL, None, DATA), (None, MODEL, DATA)],
+            ("experts", "ffw", "hidden"),
+        ),
+    ]

@@ -1,0 +1,196 @@
+"""Learned absolute position embeddings, alone or summed with tokens.
+
+GPT-2, OPT, BERT-style encoders, BART and Whisper add a trained
+`(max_sequence_length, hidden)` table to the token embeddings. Keras has the
+token side (`ReversibleEmbedding`) but no position table, hence these layers.
+"""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp")
+class PositionEmbedding(keras.layers.Layer):
+    """A trained embedding per position, shaped like its input.
+
+    The variable `embeddings` has shape `(sequence_length, hidden)`; a call
+    on `(batch, seq, hidden)` inputs returns rows `start_index` to
+    `start_index + seq - 1` broadcast to the input shape. Only the input's
+    shape is read, never its values.
+
+    Args:
+        sequence_length: int. Number of positions (rows of the table).
+        initializer: initializer of the table. Defaults to
+            `"glorot_uniform"`.
+        **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: `(batch, seq, hidden)`, e.g. token embeddings.
+        start_index: int or scalar tensor, position of the first token
+            (non-zero when decoding into a cache).
+
+    Returns:
+        `(batch, seq, hidden)` position embeddings in the compute dtype.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers.token_and_position_embedding import (
+        PositionEmbedding,
+    )
+
+    positions = PositionEmbedding(sequence_length=16)
+    positions(np.zeros((2, 5, 8), "float32")).shape  # (2, 5, 8)
+    ```
+    """
+
+    def __init__(self, sequence_length, initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        if (
+            not isinstance(sequence_length, int)
+            or isinstance(sequence_length, bool)
+            or sequence_length < 1
+        ):
+            raise ValueError(
+                "`sequence_length` must be a positive integer. Received: "
+                f"sequence_length={sequence_length!r}."
+            )
+        self.sequence_length = sequence_length
+        self.initializer = keras.initializers.get(initializer)
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.sequence_length, input_shape[-1]),
+            initializer=self.initializer,
+        )
+
+    def call(self, inputs, start_index=0):
+        shape = ops.shape(inputs)
+        rows = ops.slice(
+            ops.cast(self.embeddings, self.compute_dtype),
+            (start_index, 0),
+            (shape[-2], shape[-1]),
+        )
+        return ops.broadcast_to(rows, shape)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "sequence_length": self.sequence_length,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp")
+class TokenAndPositionEmbedding(keras.layers.Layer):
+    """Token embeddings plus learned position embeddings.
+
+    Holds a `keras.layers.ReversibleEmbedding` named `token_embedding` and a
+    `PositionEmbedding` named `position_embedding`, so the variable paths
+    read `<name>/token_embedding/embeddings` and
+    `<name>/position_embedding/embeddings` (OPT, RoBERTa, DistilBERT).
+
+    Args:
+        vocabulary_size: int. Rows of the token table.
+        sequence_length: int. Rows of the position table.
+        embedding_dim: int. Width of both tables.
+        tie_weights: bool. Whether the token table's reverse projection
+            reuses it (no `reverse_embeddings` variable). Defaults to `True`.
+        embeddings_initializer: initializer of both tables. Defaults to
+            `"uniform"`.
+        **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: int `(batch, seq)` token ids.
+        start_index: int or scalar tensor, position of the first token.
+
+    Returns:
+        `(batch, seq, embedding_dim)`.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers.token_and_position_embedding import (
+        TokenAndPositionEmbedding,
+    )
+
+    embeddings = TokenAndPositionEmbedding(
+        vocabulary_size=100, sequence_length=16, embedding_dim=8
+    )
+    embeddings(np.array([[3, 1, 4, 1, 5]], "int32")).shape  # (1, 5, 8)
+    ```
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        sequence_length,
+        embedding_dim,
+        tie_weights=True,
+        embeddings_initializer="uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+        self.sequence_length = sequence_length
+        self.embedding_dim = embedding_dim
+        self.tie_weights = tie_weights
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer
+        )
+        # Keras initializers fix their seed when created; a fresh copy per
+        # table keeps the two tables' draws independent.
+        self.token_embedding = keras.layers.ReversibleEmbedding(
+            vocabulary_size,
+            embedding_dim,
+            tie_weights=tie_weights,
+            embeddings_initializer=self._initializer(),
+            dtype=self.dtype_policy,
+            name="token_embedding",
+        )
+        self.position_embedding = PositionEmbedding(
+            sequence_length=sequence_length,
+            initializer=self._initializer(),
+            dtype=self.dtype_policy,
+            name="position_embedding",
+        )
+
+    def _initializer(self):
+        return self.embeddings_initializer.__class__.from_config(
+            self.embeddings_initializer.get_config()
+        )
+
+    def build(self, input_shape):
+        self.token_embedding.build(input_shape)
+        self.position_embedding.build((*input_shape, self.embedding_dim))
+
+    def call(self, inputs, start_index=0):
+        tokens = self.token_embedding(inputs)
+        return tokens + self.position_embedding(tokens, start_index=start_index)
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape, self.embedding_dim)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "sequence_length": self.sequence_length,
+                "embedding_dim": self.embedding_dim,
+                "tie_weights": self.tie_weights,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+            }
+        )
+        return config

@@ -1,0 +1,5 @@
+"""Mistral backbones."""
+
+from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
+
+__all__ = ["MistralBackbone"]

@@ -1,0 +1,226 @@
+"""Mixtral decoder backbone: Mistral with sparse mixture-of-experts blocks."""
+
+import keras
+
+from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.layout_rules import attention_rules
+from keras_nlp.layers.layout_rules import token_embedding_rules
+from keras_nlp.layers.sparse_moe import SparseMoE
+from keras_nlp.layers.sparse_moe import sparse_moe_rules
+from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.mistral.mistral_backbone import check_mistral_arguments
+from keras_nlp.models.mistral.mistral_backbone import mistral_attention
+from keras_nlp.models.mixtral.mixtral_presets import MIXTRAL_PRESETS
+
+MOE_BLOCK = "mixtral_sparse_moe_block"
+
+
+class MixtralBackbone(Backbone):
+    """Mixtral decoder that maps token ids to final-normalized hidden states.
+
+    Mistral's blocks (RMSNorm, grouped-query attention with RoPE and an
+    optional sliding window) with each feed-forward replaced by a sparse
+    mixture of `num_experts` SwiGLU experts: a router sends every token to
+    its `top_k` most probable experts, whose outputs are summed with the
+    router probabilities renormalized over those experts.
+
+    Args:
+        vocabulary_size: int. Rows of the token embedding.
+        num_layers: int. Number of decoder blocks.
+        num_query_heads: int. Query heads per attention layer.
+        hidden_dim: int. Width of the residual stream; `head_dim` is
+            `hidden_dim // num_query_heads`.
+        intermediate_dim: int. Feed-forward width of each expert.
+        num_key_value_heads: int. Key/value heads; must divide
+            `num_query_heads`.
+        num_experts: int. Experts per block.
+        top_k: int. Experts per token. Defaults to `2`.
+        router_jitter_noise: float. In training, multiplies each block's
+            feed-forward input by uniform noise in
+            `[1 - noise, 1 + noise]`. Defaults to `0`.
+        rope_max_wavelength: int or float. RoPE base. Defaults to `10000`.
+        rope_scaling_factor: float. Positions are divided by it. Defaults
+            to `1.0`.
+        layer_norm_epsilon: float. Epsilon of the RMS norms. Defaults to
+            `1e-6`.
+        router_aux_loss_coef: float. Weight of each block's load-balancing
+            loss, added to `model.losses` in training. Defaults to `0.02`.
+        sliding_window: int or `None`. Attention window in tokens; `None`
+            attends to the whole causal prefix. Defaults to `512`.
+        dropout: float. Dropout rate in training. Defaults to `0`.
+        dtype: string or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (e.g. `name`).
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.models.mixtral import MixtralBackbone
+
+    model = MixtralBackbone(
+        vocabulary_size=64,
+        num_layers=2,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        hidden_dim=32,
+        intermediate_dim=48,
+        num_experts=4,
+        top_k=2,
+    )
+    inputs = {
+        "token_ids": np.array([[5, 9, 2, 7], [0, 0, 3, 4]], dtype="int32"),
+        "padding_mask": np.array([[1, 1, 1, 1], [0, 0, 1, 1]], dtype="int32"),
+    }
+    hidden_states = model(inputs)  # shape (2, 4, 32)
+    ```
+    """
+
+    presets = MIXTRAL_PRESETS
+
+    @staticmethod
+    def _layout_rules(config):
+        block = r"transformer_layer_\d+/"
+        return [
+            *token_embedding_rules("token_embedding/", tied=False),
+            *attention_rules(block + "self_attention/"),
+            *sparse_moe_rules(block + MOE_BLOCK + "/"),
+        ]
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_query_heads,
+        hidden_dim,
+        intermediate_dim,
+        num_key_value_heads,
+        num_experts,
+        top_k=2,
+        router_jitter_noise=0.0,
+        rope_max_wavelength=10000,
+        rope_scaling_factor=1.0,
+        layer_norm_epsilon=1e-6,
+        router_aux_loss_coef=0.02,
+        sliding_window=512,
+        dropout=0,
+        dtype=None,
+        **kwargs,
+    ):
+        check_mistral_arguments(
+            optional=("sliding_window",),
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            num_query_heads=num_query_heads,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            num_key_value_heads=num_key_value_heads,
+            num_experts=num_experts,
+            sliding_window=sliding_window,
+        )
+        # === Layers ===
+        self.token_embedding = keras.layers.ReversibleEmbedding(
+            input_dim=vocabulary_size,
+            output_dim=hidden_dim,
+            tie_weights=False,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
+        self.transformer_layers = []
+        for index in range(num_layers):
+            attention = mistral_attention(
+                num_query_heads,
+                num_key_value_heads,
+                None,
+                rope_max_wavelength,
+                rope_scaling_factor,
+                sliding_window,
+                dropout,
+                kernel_initializer,
+                dtype,
+            )
+            experts = SparseMoE(
+                num_experts=num_experts,
+                intermediate_dim=intermediate_dim,
+                top_k=top_k,
+                activation="silu",
+                normalize_top_k=True,
+                router_jitter_noise=router_jitter_noise,
+                router_aux_loss_coef=router_aux_loss_coef,
+                kernel_initializer=kernel_initializer,
+                dtype=dtype,
+                name=MOE_BLOCK,
+            )
+            self.transformer_layers.append(
+                DecoderLayer(
+                    attention=attention,
+                    hidden_dim=hidden_dim,
+                    feedforward=experts,
+                    layer_norm_epsilon=layer_norm_epsilon,
+                    dropout=dropout,
+                    dtype=dtype,
+                    name=f"transformer_layer_{index}",
+                )
+            )
+        self.layer_norm = keras.layers.RMSNormalization(
+            epsilon=layer_norm_epsilon,
+            dtype=dtype,
+            name="sequence_output_layernorm",
+        )
+
+        # === Functional graph ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        padding_mask = keras.Input(
+            shape=(None,), dtype="int32", name="padding_mask"
+        )
+        x = self.token_embedding(token_ids)
+        for block in self.transformer_layers:
+            x = block(x, padding_mask=padding_mask)
+        outputs = self.layer_norm(x)
+        super().__init__(
+            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
+            outputs=outputs,
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_query_heads = num_query_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.num_key_value_heads = num_key_value_heads
+        self.num_experts = num_experts
+        self.top_k = top_k
+        self.router_jitter_noise = router_jitter_noise
+        self.rope_max_wavelength = rope_max_wavelength
+        self.rope_scaling_factor = rope_scaling_factor
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.router_aux_loss_coef = router_aux_loss_coef
+        self.sliding_window = sliding_window
+        self.dropout = dropout
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_query_heads": self.num_query_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "num_key_value_heads": self.num_key_value_heads,
+                "num_experts": self.num_experts,
+                "top_k": self.top_k,
+                "router_jitter_noise": self.router_jitter_noise,
+                "rope_max_wavelength": self.rope_max_wavelength,
+                "rope_scaling_factor": self.rope_scaling_factor,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "router_aux_loss_coef": self.router_aux_loss_coef,
+                "sliding_window": self.sliding_window,
+                "dropout": self.dropout,
+            }
+        )
+        return config

@@ -1,0 +1,5 @@
+"""OPT backbones."""
+
+from keras_nlp.models.opt.opt_backbone import OPTBackbone
+
+__all__ = ["OPTBackbone"]

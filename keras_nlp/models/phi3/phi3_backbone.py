@@ -1,0 +1,281 @@
+"""Phi-3 decoder backbone."""
+
+import keras
+
+from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
+from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.layout_rules import attention_rules
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.layout_rules import token_embedding_rules
+from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.phi3.phi3_presets import PHI3_PRESETS
+from keras_nlp.models.phi3.phi3_rotary_embedding import (
+    Phi3SuScaledRotaryEmbedding,
+)
+
+# "longrope" is the later Hugging Face name of the same scheme.
+ROPE_SCALING_TYPES = (None, "su", "longrope")
+_BLOCK_NAMES = {
+    "attention_norm": "pre_attention_layernorm",
+    "feedforward_norm": "post_attention_layernorm",
+}
+
+
+class Phi3Backbone(Backbone):
+    """Phi-3 decoder that maps token ids to final-normalized hidden states.
+
+    Pre-norm blocks of RMSNorm, grouped-query self-attention with rotary
+    position embedding and a SwiGLU feed-forward; the output embedding is
+    untied. With `rope_scaling_type="su"` the rotary speeds are divided by
+    per-frequency factors, the short list while the context fits in
+    `pretraining_sequence_length` and the long list beyond it (LongRoPE,
+    Phi-3 128k).
+
+    Args:
+        vocabulary_size: int. Rows of the token embedding.
+        num_layers: int. Number of decoder blocks.
+        hidden_dim: int. Width of the residual stream; `head_dim` is
+            `hidden_dim // num_query_heads`.
+        intermediate_dim: int. Width of the feed-forward.
+        num_query_heads: int. Query heads per attention layer.
+        num_key_value_heads: int. Key/value heads; must divide
+            `num_query_heads`.
+        layer_norm_epsilon: float. Epsilon of the RMS norms. Defaults to
+            `1e-6`.
+        dropout: float. Dropout rate in training. Defaults to `0`.
+        max_sequence_length: int. Longest context the model is used with;
+            with su scaling it sets the cosine/sine amplitude. Defaults to
+            `4096`.
+        pretraining_sequence_length: int. Context length of pretraining;
+            with su scaling, longer contexts use the long factors. Defaults
+            to `4096`.
+        rope_max_wavelength: int. RoPE base. Defaults to `10000`.
+        rope_scaling_type: `None` (plain RoPE) or `"su"` (alias
+            `"longrope"`). Defaults to `None`.
+        rope_scaling_short_factor: list of `head_dim // 2` floats, needed
+            with su scaling.
+        rope_scaling_long_factor: list of `head_dim // 2` floats, needed
+            with su scaling.
+        dtype: string or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (e.g. `name`).
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.models.phi3 import Phi3Backbone
+
+    model = Phi3Backbone(
+        vocabulary_size=64,
+        num_layers=2,
+        hidden_dim=32,
+        intermediate_dim=64,
+        num_query_heads=4,
+        num_key_value_heads=4,
+        max_sequence_length=32,
+        pretraining_sequence_length=4,
+        rope_scaling_type="su",
+        rope_scaling_short_factor=[1.0, 1.1, 1.2, 1.3],
+        rope_scaling_long_factor=[1.0, 2.0, 4.0, 8.0],
+    )
+    inputs = {
+        "token_ids": np.array([[5, 9, 2, 7], [0, 0, 3, 4]], dtype="int32"),
+        "padding_mask": np.array([[1, 1, 1, 1], [0, 0, 1, 1]], dtype="int32"),
+    }
+    hidden_states = model(inputs)  # shape (2, 4, 32)
+    ```
+    """
+
+    presets = PHI3_PRESETS
+
+    @staticmethod
+    def _layout_rules(config):
+        block = r"transformer_layer_\d+/"
+        return [
+            *token_embedding_rules("token_embedding/", tied=False),
+            *attention_rules(block + "attention/"),
+            *feedforward_rules(block),
+        ]
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        hidden_dim,
+        intermediate_dim,
+        num_query_heads,
+        num_key_value_heads,
+        layer_norm_epsilon=1e-6,
+        dropout=0.0,
+        max_sequence_length=4096,
+        pretraining_sequence_length=4096,
+        rope_max_wavelength=10000,
+        rope_scaling_type=None,
+        rope_scaling_short_factor=None,
+        rope_scaling_long_factor=None,
+        dtype=None,
+        **kwargs,
+    ):
+        for name, value in (
+            ("vocabulary_size", vocabulary_size),
+            ("num_layers", num_layers),
+            ("hidden_dim", hidden_dim),
+            ("intermediate_dim", intermediate_dim),
+            ("num_query_heads", num_query_heads),
+            ("num_key_value_heads", num_key_value_heads),
+            ("max_sequence_length", max_sequence_length),
+            ("pretraining_sequence_length", pretraining_sequence_length),
+        ):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"`{name}` must be a positive integer. Received: "
+                    f"{name}={value!r}."
+                )
+        if hidden_dim % num_query_heads:
+            raise ValueError(
+                "`hidden_dim` must be a multiple of `num_query_heads`. "
+                f"Received: hidden_dim={hidden_dim}, "
+                f"num_query_heads={num_query_heads}."
+            )
+        head_dim = hidden_dim // num_query_heads
+        if head_dim % 2:
+            raise ValueError(
+                "RoPE rotates feature pairs, so head_dim = hidden_dim // "
+                f"num_query_heads must be even. Received: hidden_dim="
+                f"{hidden_dim}, num_query_heads={num_query_heads}, giving "
+                f"head_dim={head_dim}."
+            )
+        if rope_scaling_type not in ROPE_SCALING_TYPES:
+            raise ValueError(
+                f"`rope_scaling_type` must be one of {ROPE_SCALING_TYPES}. "
+                f"Received: rope_scaling_type={rope_scaling_type!r}."
+            )
+        if rope_scaling_type is not None:
+            for name, factors in (
+                ("rope_scaling_short_factor", rope_scaling_short_factor),
+                ("rope_scaling_long_factor", rope_scaling_long_factor),
+            ):
+                if factors is None or len(factors) != head_dim // 2:
+                    length = None if factors is None else len(factors)
+                    raise ValueError(
+                        f"With rope_scaling_type={rope_scaling_type!r}, "
+                        f"`{name}` must list head_dim // 2 = {head_dim // 2} "
+                        f"factors. Received {length} "
+                        f"({name}={factors!r})."
+                    )
+            rope_scaling_short_factor = list(rope_scaling_short_factor)
+            rope_scaling_long_factor = list(rope_scaling_long_factor)
+
+        # === Layers ===
+        self.token_embedding = keras.layers.ReversibleEmbedding(
+            input_dim=vocabulary_size,
+            output_dim=hidden_dim,
+            tie_weights=False,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
+        self.transformer_layers = []
+        for index in range(num_layers):
+            if rope_scaling_type is None:
+                rotary_embedding = RotaryEmbedding(
+                    max_wavelength=rope_max_wavelength,
+                    dtype=dtype,
+                    name="rotary_embedding",
+                )
+            else:
+                rotary_embedding = Phi3SuScaledRotaryEmbedding(
+                    short_factor=rope_scaling_short_factor,
+                    long_factor=rope_scaling_long_factor,
+                    max_sequence_length=max_sequence_length,
+                    pretraining_sequence_length=pretraining_sequence_length,
+                    max_wavelength=rope_max_wavelength,
+                    dtype=dtype,
+                    name="rotary_embedding",
+                )
+            attention = CachedGroupedQueryAttention(
+                num_query_heads=num_query_heads,
+                num_key_value_heads=num_key_value_heads,
+                rotary_embedding=rotary_embedding,
+                dropout=dropout,
+                kernel_initializer=kernel_initializer,
+                dtype=dtype,
+                name="attention",
+            )
+            self.transformer_layers.append(
+                DecoderLayer(
+                    attention=attention,
+                    hidden_dim=hidden_dim,
+                    intermediate_dim=intermediate_dim,
+                    activation="silu",
+                    layer_norm_epsilon=layer_norm_epsilon,
+                    dropout=dropout,
+                    kernel_initializer=kernel_initializer,
+                    sublayer_names=_BLOCK_NAMES,
+                    dtype=dtype,
+                    name=f"transformer_layer_{index}",
+                )
+            )
+        self.layer_norm = keras.layers.RMSNormalization(
+            epsilon=layer_norm_epsilon,
+            dtype=dtype,
+            name="sequence_output_layernorm",
+        )
+
+        # === Functional graph ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        padding_mask = keras.Input(
+            shape=(None,), dtype="int32", name="padding_mask"
+        )
+        x = self.token_embedding(token_ids)
+        for block in self.transformer_layers:
+            x = block(x, padding_mask=padding_mask)
+        outputs = self.layer_norm(x)
+        super().__init__(
+            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
+            outputs=outputs,
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.num_query_heads = num_query_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.dropout = dropout
+        self.max_sequence_length = max_sequence_length
+        self.pretraining_sequence_length = pretraining_sequence_length
+        self.rope_max_wavelength = rope_max_wavelength
+        self.rope_scaling_type = rope_scaling_type
+        self.rope_scaling_short_factor = rope_scaling_short_factor
+        self.rope_scaling_long_factor = rope_scaling_long_factor
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "num_query_heads": self.num_query_heads,
+                "num_key_value_heads": self.num_key_value_heads,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "dropout": self.dropout,
+                "max_sequence_length": self.max_sequence_length,
+                "pretraining_sequence_length": (
+                    self.pretraining_sequence_length
+                ),
+                "rope_max_wavelength": self.rope_max_wavelength,
+                "rope_scaling_type": self.rope_scaling_type,
+                "rope_scaling_short_factor": self.rope_scaling_short_factor,
+                "rope_scaling_long_factor": self.rope_scaling_long_factor,
+            }
+        )
+        return config

@@ -1,0 +1,231 @@
+"""Qwen 3 decoder backbone."""
+
+import keras
+
+from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
+from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.layout_rules import attention_rules
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.layout_rules import token_embedding_rules
+from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.qwen3.qwen3_presets import QWEN3_PRESETS
+
+# keras-hub's Qwen 3 query/key norms keep their layer's default epsilon
+# rather than `layer_norm_epsilon`; checkpoints in that format expect it.
+QUERY_KEY_NORM_EPSILON = 1e-5
+
+
+class Qwen3Backbone(Backbone):
+    """Qwen 3 decoder mapping token ids to final-normalized hidden states.
+
+    Pre-norm RMSNorm blocks, grouped-query attention without biases whose
+    query and key heads are RMS-normalized over `head_dim` before RoPE, and
+    a SwiGLU feed-forward. `head_dim` is independent of `hidden_dim` (e.g.
+    16 heads of 128 on a width of 1024).
+
+    Args:
+        vocabulary_size: int. Rows of the token embedding.
+        num_layers: int. Number of decoder blocks.
+        num_query_heads: int. Query heads per attention layer.
+        num_key_value_heads: int. Key/value heads; must divide
+            `num_query_heads`.
+        head_dim: int or `None`. Size of each head; `None` means
+            `hidden_dim // num_query_heads`.
+        hidden_dim: int. Width of the residual stream.
+        intermediate_dim: int. Width of the feed-forward.
+        rope_max_wavelength: int. RoPE base. Defaults to `10000`.
+        rope_scaling_factor: float. Positions are divided by it (linear
+            interpolation). Defaults to `1.0`.
+        layer_norm_epsilon: float. Epsilon of the block and final RMS norms
+            (the query/key norms use `1e-5`, like keras-hub). Defaults to
+            `1e-6`.
+        dropout: float. Dropout rate in training. Defaults to `0`.
+        tie_word_embeddings: bool. Whether the output projection reuses the
+            token embedding (no `reverse_embeddings` weight). Defaults to
+            `True`.
+        sliding_window_size: int or `None`. If set, every layer attends only
+            to the last `sliding_window_size` positions (the query's own
+            included); `None` attends to the whole prefix. Defaults to
+            `32768`, as in keras-hub; the presets use `None`.
+        dtype: string or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (e.g. `name`).
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.models.qwen3 import Qwen3Backbone
+
+    model = Qwen3Backbone(
+        vocabulary_size=64,
+        num_layers=2,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        hidden_dim=32,
+        intermediate_dim=64,
+    )
+    inputs = {
+        "token_ids": np.array([[5, 9, 2, 7], [0, 0, 3, 4]], dtype="int32"),
+        "padding_mask": np.array([[1, 1, 1, 1], [0, 0, 1, 1]], dtype="int32"),
+    }
+    hidden_states = model(inputs)  # shape (2, 4, 32)
+    ```
+    """
+
+    presets = QWEN3_PRESETS
+
+    @staticmethod
+    def _layout_rules(config):
+        block = r"transformer_layer_\d+/"
+        return [
+            *token_embedding_rules(
+                "token_embedding/",
+                tied=config.get("tie_word_embeddings", True),
+            ),
+            # The query/key norm scales are (head_dim,): no rule.
+            *attention_rules(block + "self_attention/"),
+            *feedforward_rules(block),
+        ]
+
+    def __init__(
+        self,
+        vocabulary_size,
+        num_layers,
+        num_query_heads,
+        num_key_value_heads,
+        head_dim,
+        hidden_dim,
+        intermediate_dim,
+        rope_max_wavelength=10000,
+        rope_scaling_factor=1.0,
+        layer_norm_epsilon=1e-6,
+        dropout=0.0,
+        tie_word_embeddings=True,
+        sliding_window_size=32768,
+        dtype=None,
+        **kwargs,
+    ):
+        if head_dim is None:
+            if hidden_dim % num_query_heads:
+                raise ValueError(
+                    "Without `head_dim`, `hidden_dim` must be a multiple of "
+                    f"`num_query_heads`. Received: hidden_dim={hidden_dim}, "
+                    f"num_query_heads={num_query_heads}."
+                )
+        elif not isinstance(head_dim, int) or head_dim < 2 or head_dim % 2:
+            raise ValueError(
+                "`head_dim` must be an even positive integer (RoPE rotates "
+                "pairs of features) or `None`. Received: "
+                f"head_dim={head_dim!r}."
+            )
+        if sliding_window_size is not None and not (
+            isinstance(sliding_window_size, int) and sliding_window_size > 0
+        ):
+            raise ValueError(
+                "`sliding_window_size` must be a positive integer or `None`. "
+                f"Received: sliding_window_size={sliding_window_size!r}."
+            )
+        # === Layers ===
+        self.token_embedding = keras.layers.ReversibleEmbedding(
+            input_dim=vocabulary_size,
+            output_dim=hidden_dim,
+            tie_weights=tie_word_embeddings,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
+            dtype=dtype,
+            name="token_embedding",
+        )
+        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
+        self.transformer_layers = []
+        for index in range(num_layers):
+            attention = CachedGroupedQueryAttention(
+                num_query_heads=num_query_heads,
+                num_key_value_heads=num_key_value_heads,
+                head_dim=head_dim,
+                rotary_embedding=RotaryEmbedding(
+                    max_wavelength=rope_max_wavelength,
+                    scaling_factor=rope_scaling_factor,
+                    dtype=dtype,
+                    name="rotary_embedding",
+                ),
+                # Norm-then-RoPE, as keras-hub; the norm sublayers are named
+                # `query_dense_layernorm` and `key_dense_layernorm`.
+                use_query_key_norm=True,
+                layer_norm_epsilon=QUERY_KEY_NORM_EPSILON,
+                sliding_window_size=sliding_window_size,
+                dropout=dropout,
+                kernel_initializer=kernel_initializer,
+                dtype=dtype,
+                name="self_attention",
+            )
+            self.transformer_layers.append(
+                DecoderLayer(
+                    attention=attention,
+                    hidden_dim=hidden_dim,
+                    intermediate_dim=intermediate_dim,
+                    activation="silu",
+                    layer_norm_epsilon=layer_norm_epsilon,
+                    dropout=dropout,
+                    kernel_initializer=kernel_initializer,
+                    dtype=dtype,
+                    name=f"transformer_layer_{index}",
+                )
+            )
+        self.layer_norm = keras.layers.RMSNormalization(
+            epsilon=layer_norm_epsilon,
+            dtype=dtype,
+            name="sequence_output_layernorm",
+        )
+
+        # === Functional graph ===
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        padding_mask = keras.Input(
+            shape=(None,), dtype="int32", name="padding_mask"
+        )
+        x = self.token_embedding(token_ids)
+        for block in self.transformer_layers:
+            x = block(x, padding_mask=padding_mask)
+        outputs = self.layer_norm(x)
+        super().__init__(
+            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
+            outputs=outputs,
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config ===
+        self.vocabulary_size = vocabulary_size
+        self.num_layers = num_layers
+        self.num_query_heads = num_query_heads
+        self.num_key_value_heads = num_key_value_heads
+        self.head_dim = head_dim
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.rope_max_wavelength = rope_max_wavelength
+        self.rope_scaling_factor = rope_scaling_factor
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.dropout = dropout
+        self.tie_word_embeddings = tie_word_embeddings
+        self.sliding_window_size = sliding_window_size
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "num_layers": self.num_layers,
+                "num_query_heads": self.num_query_heads,
+                "num_key_value_heads": self.num_key_value_heads,
+                "head_dim": self.head_dim,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "rope_max_wavelength": self.rope_max_wavelength,
+                "rope_scaling_factor": self.rope_scaling_factor,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "dropout": self.dropout,
+                "tie_word_embeddings": self.tie_word_embeddings,
+                "sliding_window_size": self.sliding_window_size,
+            }
+        )
+        return config

@@ -1,0 +1,217 @@
+"""CachedGroupedQueryAttention: cache, window, ALiBi, norms, errors."""
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_nlp.layers import CachedGroupedQueryAttention
+from keras_nlp.layers import RotaryEmbedding
+from keras_nlp.layers import alibi_slopes
+from keras_nlp.layers import decoder_attention_mask
+
+HIDDEN = 32
+LENGTH = 7
+
+
+def make_inputs(seed=0, batch=2, length=LENGTH):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(batch, length, HIDDEN)).astype("float32")
+
+
+def numpy(x):
+    return ops.convert_to_numpy(x)
+
+
+def full_and_step_by_step(layer, inputs):
+    """Outputs of one causal call and of decoding token by token."""
+    batch, length, _ = inputs.shape
+    mask = decoder_attention_mask(batch, length, length)
+    full = numpy(layer(inputs, attention_mask=mask))
+    head_dim = layer._head_dim
+    cache = np.zeros(
+        (batch, 2, length, layer.num_key_value_heads, head_dim), "float32"
+    )
+    steps = []
+    for t in range(length):
+        step_mask = decoder_attention_mask(batch, 1, length, start_index=t)
+        output, cache = layer(
+            inputs[:, t : t + 1],
+            attention_mask=step_mask,
+            cache=cache,
+            cache_update_index=t,
+        )
+        steps.append(numpy(output))
+    return full, np.concatenate(steps, axis=1)
+
+
+OPTIONS = {
+    "gqa_rope": dict(num_key_value_heads=2, rotary_embedding=RotaryEmbedding),
+    "mqa_window": dict(
+        num_key_value_heads=1,
+        rotary_embedding=RotaryEmbedding,
+        sliding_window_size=3,
+    ),
+    "mha_alibi_bias": dict(
+        num_key_value_heads=4,
+        use_alibi=True,
+        use_bias=True,
+        use_output_bias=True,
+        flat_output_kernel=True,
+    ),
+    "qk_norm_soft_cap": dict(
+        num_key_value_heads=2,
+        rotary_embedding=RotaryEmbedding,
+        use_query_key_norm=True,
+        logit_soft_cap=2.0,
+    ),
+}
+
+
+def make_layer(name):
+    options = dict(OPTIONS[name])
+    if "rotary_embedding" in options:
+        options["rotary_embedding"] = options["rotary_embedding"]()
+    return CachedGroupedQueryAttention(num_query_heads=4, **options)
+
+
+@pytest.mark.parametrize("name", list(OPTIONS))
+def test_decoding_into_a_cache_equals_one_causal_call(name):
+    keras.utils.set_random_seed(0)
+    full, steps = full_and_step_by_step(make_layer(name), make_inputs())
+    np.testing.assert_allclose(steps, full, atol=1e-5)
+
+
+def test_sliding_window_hides_keys_outside_the_window():
+    keras.utils.set_random_seed(0)
+    layer = make_layer("mqa_window")
+    inputs = make_inputs()
+    mask = decoder_attention_mask(2, LENGTH, LENGTH)
+    before = numpy(layer(inputs, attention_mask=mask))
+    changed = inputs.copy()
+    changed[:, 0] += 10.0
+    after = numpy(layer(changed, attention_mask=mask))
+    # Window 3: position t sees t-2..t, so token 0 reaches positions 0..2.
+    assert not np.allclose(before[:, 2], after[:, 2])
+    np.testing.assert_allclose(before[:, 3:], after[:, 3:], atol=1e-6)
+
+
+def test_alibi_slopes_follow_the_paper():
+    np.testing.assert_allclose(alibi_slopes(8), [2.0**-i for i in range(1, 9)])
+    # 6 heads: the 4 slopes of 4 heads, then every other slope of 8 heads.
+    np.testing.assert_allclose(
+        alibi_slopes(6), [2.0**-2, 2.0**-4, 2.0**-6, 2.0**-8, 2.0**-1, 2.0**-3]
+    )
+
+
+def test_alibi_attention_matches_a_numpy_reference():
+    keras.utils.set_random_seed(0)
+    layer = CachedGroupedQueryAttention(
+        num_query_heads=6, num_key_value_heads=6, use_alibi=True
+    )
+    inputs = make_inputs()[:1]
+    mask = decoder_attention_mask(1, LENGTH, LENGTH)
+    actual = numpy(layer(inputs, attention_mask=mask))
+
+    def project(dense):
+        return np.einsum("btd,dnh->btnh", inputs, numpy(dense.kernel))
+
+    query, key, value = (
+        project(d)
+        for d in (layer.query_dense, layer.key_dense, layer.value_dense)
+    )
+    head_dim = HIDDEN // 6
+    logits = np.einsum("btnh,bsnh->bnts", query, key) / np.sqrt(head_dim)
+    positions = np.arange(LENGTH)
+    slopes = np.array(alibi_slopes(6))[:, None, None]
+    logits = logits + slopes * (positions[None, :] - positions[:, None])
+    logits = np.where(positions[None, :] <= positions[:, None], logits, -1e9)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    weights /= weights.sum(-1, keepdims=True)
+    heads = np.einsum("bnts,bsnh->btnh", weights, value)
+    expected = np.einsum(
+        "btnh,nhd->btd", heads, numpy(layer.output_dense.kernel)
+    )
+    np.testing.assert_allclose(actual, expected, atol=1e-5)
+
+
+def test_explicit_and_fused_paths_agree_with_a_bias():
+    # A huge soft cap is the identity but takes the explicit float32 path.
+    keras.utils.set_random_seed(0)
+    fused = CachedGroupedQueryAttention(8, 2, use_alibi=True)
+    explicit = CachedGroupedQueryAttention(
+        8, 2, use_alibi=True, logit_soft_cap=1e7
+    )
+    inputs = make_inputs()
+    mask = decoder_attention_mask(2, LENGTH, LENGTH)
+    expected = numpy(fused(inputs, attention_mask=mask))
+    explicit(inputs, attention_mask=mask)
+    explicit.set_weights(fused.get_weights())
+    np.testing.assert_allclose(
+        numpy(explicit(inputs, attention_mask=mask)), expected, atol=1e-5
+    )
+
+
+def test_kernel_shapes_and_names():
+    layer = CachedGroupedQueryAttention(
+        4,
+        2,
+        head_dim=6,
+        use_bias=True,
+        use_query_key_norm=True,
+        flat_output_kernel=True,
+        sublayer_names={"query": "query_dense", "output": "output_dense"},
+        name="attention",
+    )
+    layer.build((None, None, HIDDEN))
+    assert {v.path: tuple(v.shape) for v in layer.weights} == {
+        "attention/query_dense/kernel": (HIDDEN, 4, 6),
+        "attention/query_dense/bias": (4, 6),
+        "attention/key/kernel": (HIDDEN, 2, 6),
+        "attention/key/bias": (2, 6),
+        "attention/value/kernel": (HIDDEN, 2, 6),
+        "attention/value/bias": (2, 6),
+        "attention/output_dense/kernel": (24, HIDDEN),
+        "attention/query_dense_layernorm/scale": (6,),
+        "attention/key_dense_layernorm/scale": (6,),
+    }
+
+
+def test_config_round_trip_keeps_the_rotary_embedding():
+    layer = CachedGroupedQueryAttention(
+        4,
+        2,
+        rotary_embedding=RotaryEmbedding(max_wavelength=500, scaling_factor=2),
+        sliding_window_size=5,
+    )
+    clone = CachedGroupedQueryAttention.from_config(layer.get_config())
+    assert clone.rotary_embedding.max_wavelength == 500
+    assert clone.rotary_embedding.scaling_factor == 2
+    assert clone.get_config() == layer.get_config()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(num_query_heads=6, num_key_value_heads=4), "must divide"),
+        (dict(num_query_heads=0, num_key_value_heads=1), "num_query_heads=0"),
+        (
+            dict(
+                num_query_heads=4,
+                num_key_value_heads=2,
+                sublayer_names={"q": "x"},
+            ),
+            "Unknown `sublayer_names` keys ['q']",
+        ),
+    ],
+)
+def test_bad_arguments_are_named(kwargs, message):
+    with pytest.raises(ValueError) as info:
+        CachedGroupedQueryAttention(**kwargs)
+    assert message in str(info.value)
+
+
+def test_cache_update_index_without_cache_is_an_error():
+    layer = CachedGroupedQueryAttention(4, 2)
+    with pytest.raises(ValueError, match="only meaningful with a `cache`"):
+        layer(make_inputs(), cache_update_index=3)

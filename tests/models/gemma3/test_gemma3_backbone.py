@@ -1,0 +1,328 @@
+"""Gemma3Backbone: structure, configs, presets and argument errors."""
+
+import re
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_nlp.models.gemma3.gemma3_attention import Gemma3Attention
+from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
+from keras_nlp.models.gemma3.gemma3_decoder_block import Gemma3DecoderBlock
+
+TINY = dict(
+    vocabulary_size=64,
+    image_size=None,
+    num_layers=2,
+    num_query_heads=4,
+    num_key_value_heads=2,
+    hidden_dim=32,
+    intermediate_dim=48,
+    head_dim=8,
+)
+GEMMA3_OPTIONS = dict(
+    use_query_key_norm=True,
+    use_post_ffw_norm=True,
+    use_post_attention_norm=True,
+    attention_logit_soft_cap=50.0,
+    final_logit_soft_cap=30.0,
+    use_sliding_window_attention=True,
+    sliding_window_size=3,
+    local_rope_scaling_factor=2.0,
+    global_rope_scaling_factor=8.0,
+    query_head_dim_normalize=False,
+)
+INPUTS = {
+    "token_ids": np.array([[5, 9, 2, 7, 1], [0, 0, 3, 4, 8]], "int32"),
+    "padding_mask": np.array([[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]], "int32"),
+}
+# Full-model parameter counts of the keras-hub checkpoints (reference).
+PRESET_PARAMS = {
+    "gemma3_270m": 268_098_176,
+    "gemma3_1b": 999_885_952,
+    "gemma3_4b_text": 3_880_099_328,
+    "gemma3_12b_text": 11_765_788_416,
+    "gemma3_27b_text": 27_009_002_240,
+}
+
+
+def expected_paths(num_layers, qk_norm, post_norms, V=64, H=32, Dh=8, F=48):
+    paths = {"token_embedding/embeddings": (V, H)}
+    for i in range(num_layers):
+        block = f"decoder_block_{i}"
+        paths[f"{block}/pre_attention_norm/scale"] = (H,)
+        paths[f"{block}/attention/query/kernel"] = (4, H, Dh)
+        paths[f"{block}/attention/key/kernel"] = (2, H, Dh)
+        paths[f"{block}/attention/value/kernel"] = (2, H, Dh)
+        paths[f"{block}/attention/attention_output/kernel"] = (4, Dh, H)
+        paths[f"{block}/pre_ffw_norm/scale"] = (H,)
+        # Gemma 3's branches are intermediate_dim wide (Gemma's are half).
+        paths[f"{block}/ffw_gating/kernel"] = (H, F)
+        paths[f"{block}/ffw_gating_2/kernel"] = (H, F)
+        paths[f"{block}/ffw_linear/kernel"] = (F, H)
+        if qk_norm:
+            paths[f"{block}/attention/query_norm/scale"] = (Dh,)
+            paths[f"{block}/attention/key_norm/scale"] = (Dh,)
+        if post_norms:
+            paths[f"{block}/post_attention_norm/scale"] = (H,)
+            paths[f"{block}/post_ffw_norm/scale"] = (H,)
+    paths["final_normalization/scale"] = (H,)
+    return paths
+
+
+@pytest.mark.parametrize(
+    "options, qk_norm, post_norms",
+    [
+        ({"use_query_key_norm": False}, False, False),
+        ({}, True, False),  # q/k norms are on by default
+        (GEMMA3_OPTIONS, True, True),
+    ],
+    ids=["plain", "qk_norm", "gemma3"],
+)
+def test_variable_paths_and_shapes(options, qk_norm, post_norms):
+    model = Gemma3Backbone(**TINY, **options)
+    actual = {v.path: tuple(v.shape) for v in model.weights}
+    assert len(actual) == len(model.weights)  # no duplicate paths
+    assert actual == expected_paths(2, qk_norm, post_norms)
+    assert model.token_embedding.name == "token_embedding"
+    assert model.layer_norm.name == "final_normalization"
+
+
+@pytest.mark.parametrize("preset", list(PRESET_PARAMS))
+def test_preset_parameter_counts_match_the_reference(preset):
+    plan = Gemma3Backbone.plan_layout({"batch": 1, "model": 1}, preset=preset)
+    assert plan.total_params == PRESET_PARAMS[preset]
+
+
+def test_presets_are_the_five_text_models():
+    assert sorted(Gemma3Backbone.presets) == sorted(PRESET_PARAMS)
+    for config in Gemma3Backbone.presets.values():
+        assert config["use_query_key_norm"] is True
+        assert config["use_sliding_window_attention"] is True
+        assert "vision_encoder" not in config
+    assert not Gemma3Backbone.presets["gemma3_27b_text"][
+        "query_head_dim_normalize"
+    ]
+
+
+def test_gemma3_1b_paths_without_allocating():
+    plan = Gemma3Backbone.plan_layout(
+        {"batch": 1, "model": 1}, preset="gemma3_1b"
+    )
+    shapes = {w.path: w.shape for w in plan.weights}
+    block = "decoder_block_25/"
+    assert shapes["token_embedding/embeddings"] == (262144, 1152)
+    assert shapes[block + "attention/query/kernel"] == (4, 1152, 256)
+    assert shapes[block + "attention/key/kernel"] == (1, 1152, 256)
+    assert shapes[block + "attention/query_norm/scale"] == (256,)
+    assert shapes[block + "attention/key_norm/scale"] == (256,)
+    assert shapes[block + "ffw_gating/kernel"] == (1152, 6912)
+    assert shapes[block + "ffw_linear/kernel"] == (6912, 1152)
+    assert "decoder_block_26/pre_ffw_norm/scale" not in shapes
+
+
+def test_five_local_layers_then_one_global():
+    model = Gemma3Backbone(**{**TINY, "num_layers": 13}, **GEMMA3_OPTIONS)
+    attention = [block.attention for block in model.transformer_layers]
+    local = [a.use_sliding_window_attention for a in attention]
+    assert [i for i, is_local in enumerate(local) if not is_local] == [5, 11]
+    for layer, is_local in zip(attention, local, strict=True):
+        assert layer.sliding_window_size == 3
+        assert layer.use_query_key_norm
+        assert layer.logit_soft_cap == 50.0
+        assert not layer.query_head_dim_normalize
+        if is_local:
+            assert layer.rope_wavelength == 10_000.0
+            assert layer.rope_scaling_factor == 2.0
+        else:
+            assert layer.rope_wavelength == 1_000_000.0
+            assert layer.rope_scaling_factor == 8.0
+        # The built rotary layer uses them.
+        assert layer.rotary_embedding.max_wavelength == layer.rope_wavelength
+        assert layer.rotary_embedding.scaling_factor == (
+            layer.rope_scaling_factor
+        )
+
+
+def test_without_sliding_window_every_layer_is_global():
+    model = Gemma3Backbone(
+        **{**TINY, "num_layers": 7}, global_rope_scaling_factor=4.0
+    )
+    for block in model.transformer_layers:
+        assert not block.attention.use_sliding_window_attention
+        assert block.attention.rope_wavelength == 1_000_000.0
+        assert block.attention.rope_scaling_factor == 4.0
+
+
+@pytest.mark.parametrize(
+    "options", [{}, GEMMA3_OPTIONS], ids=["defaults", "gemma3"]
+)
+def test_config_round_trip(options):
+    model = Gemma3Backbone(**TINY, **options, name="my_gemma3")
+    config = model.get_config()
+    for key, value in {**TINY, **options}.items():
+        assert config[key] == value
+    assert config["name"] == "my_gemma3"
+    assert config["vision_encoder"] is None
+    assert config["is_embedding_model"] is False
+
+    clone = Gemma3Backbone.from_config(config)
+    assert clone.get_config() == config
+    source = {v.path: v for v in model.weights}
+    for variable in clone.weights:
+        variable.assign(ops.convert_to_numpy(source[variable.path].value))
+    np.testing.assert_array_equal(
+        ops.convert_to_numpy(clone(INPUTS)), ops.convert_to_numpy(model(INPUTS))
+    )
+
+
+def test_configs_are_interchangeable_with_keras_hub():
+    keras_hub = pytest.importorskip("keras_hub")
+    ours = Gemma3Backbone(**TINY, **GEMMA3_OPTIONS)
+    theirs = keras_hub.models.Gemma3Backbone.from_config(ours.get_config())
+    assert sorted(v.path for v in theirs.weights) == sorted(
+        v.path for v in ours.weights
+    )
+    back = Gemma3Backbone.from_config(theirs.get_config())
+    assert back.get_config()["image_size"] is None
+    for key in ("local_rope_scaling_factor", "global_rope_scaling_factor"):
+        assert back.get_config()[key] == GEMMA3_OPTIONS[key]
+
+
+def test_output_shape_and_dtype_policy():
+    model = Gemma3Backbone(**TINY)
+    out = model(INPUTS)
+    assert tuple(out.shape) == (2, 5, 32)
+    assert set(model.input) == {"token_ids", "padding_mask"}
+
+    model = Gemma3Backbone(**TINY, **GEMMA3_OPTIONS, dtype="bfloat16")
+    out = model(INPUTS)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert all(
+        keras.backend.standardize_dtype(v.dtype) == "bfloat16"
+        for v in model.weights
+    )
+    assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(out, "float32"))))
+
+
+def test_bidirectional_attention_sees_later_tokens():
+    ids = INPUTS["token_ids"][:1]
+    changed = ids.copy()
+    changed[0, -1] = 11
+    mask = np.ones_like(ids)
+    for bidirectional in (False, True):
+        model = Gemma3Backbone(
+            **TINY, use_bidirectional_attention=bidirectional
+        )
+        first = ops.convert_to_numpy(
+            model({"token_ids": ids, "padding_mask": mask})
+        )
+        second = ops.convert_to_numpy(
+            model({"token_ids": changed, "padding_mask": mask})
+        )
+        # Changing the last token moves earlier outputs only if they can
+        # attend to it.
+        moved = not np.allclose(first[:, :-1], second[:, :-1])
+        assert moved == bidirectional
+
+
+def test_vision_encoder_is_rejected():
+    with pytest.raises(ValueError) as error:
+        Gemma3Backbone(**TINY, vision_encoder=keras.layers.Dense(4))
+    message = str(error.value)
+    assert "vision_encoder" in message
+    assert "must be None" in message
+    assert "Dense" in message
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"is_embedding_model": True},
+        {"embedding_dim": 16},
+        {"pooling_intermediate_dim": 64},
+    ],
+    ids=lambda options: next(iter(options)),
+)
+def test_embedding_model_options_are_rejected(options):
+    with pytest.raises(ValueError) as error:
+        Gemma3Backbone(**TINY, **options)
+    message = str(error.value)
+    assert "embedding model" in message
+    ((name, value),) = options.items()
+    assert f"{name}={value!r}" in message
+    assert "is_embedding_model=False" in message
+
+
+def test_invalid_head_ratio():
+    with pytest.raises(ValueError) as error:
+        Gemma3Backbone(
+            **{**TINY, "num_query_heads": 6, "num_key_value_heads": 4}
+        )
+    message = str(error.value)
+    assert "num_query_heads=6" in message
+    assert "num_key_value_heads=4" in message
+    assert "multiple" in message
+
+
+@pytest.mark.parametrize(
+    "options", [{}, GEMMA3_OPTIONS], ids=["defaults", "gemma3"]
+)
+def test_training_with_dropout(options):
+    model = Gemma3Backbone(**TINY, **options, dropout=0.3)
+    train = ops.convert_to_numpy(model(INPUTS, training=True))
+    infer = ops.convert_to_numpy(model(INPUTS, training=False))
+    assert train.shape == infer.shape == (2, 5, 32)
+    assert np.all(np.isfinite(train))
+    assert not np.allclose(train, infer)  # dropout is active in training
+    np.testing.assert_array_equal(
+        infer, ops.convert_to_numpy(model(INPUTS, training=False))
+    )
+
+
+def test_layers_config_round_trip():
+    attention = Gemma3Attention(
+        num_query_heads=4,
+        num_key_value_heads=1,
+        head_dim=8,
+        use_query_key_norm=True,
+        rope_wavelength=1e6,
+        rope_scaling_factor=8.0,
+        use_bidirectional_attention=True,
+        logit_soft_cap=20.0,
+        use_sliding_window_attention=True,
+        sliding_window_size=7,
+        dropout=0.1,
+    )
+    config = attention.get_config()
+    assert Gemma3Attention.from_config(config).get_config() == config
+
+    block = Gemma3DecoderBlock(
+        hidden_dim=32,
+        intermediate_dim=48,
+        head_dim=8,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        use_query_key_norm=True,
+        use_post_ffw_norm=True,
+        rope_wavelength=1e6,
+        layer_norm_epsilon=1e-5,
+    )
+    config = block.get_config()
+    assert Gemma3DecoderBlock.from_config(config).get_config() == config
+
+
+@pytest.mark.parametrize(
+    "documented", [Gemma3Backbone, Gemma3DecoderBlock, Gemma3Attention]
+)
+def test_docstring_example_runs(documented):
+    blocks = re.findall(r"```python\n(.*?)```", documented.__doc__, re.DOTALL)
+    assert blocks, f"{documented.__name__} has no runnable example"
+    lines = blocks[-1].splitlines()
+    indent = min(len(line) - len(line.lstrip()) for line in lines if line)
+    code = "\n".join(line[indent:] for line in lines)
+    namespace = {}
+    exec(compile(code, documented.__name__, "exec"), namespace)
+    result = namespace.get("hidden_states", namespace.get("outputs"))
+    assert result is not None and len(result.shape) == 3

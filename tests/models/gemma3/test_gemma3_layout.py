@@ -1,0 +1,158 @@
+"""Gemma3Backbone plans for every preset and sharded tiny builds."""
+
+import pytest
+
+from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
+from tests.models.backbone_checks import MESHES
+from tests.models.backbone_checks import assert_preset_plan_is_efficient
+from tests.models.backbone_checks import assert_sharded_build_matches_plan
+from tests.models.backbone_checks import mesh_dict
+
+pytestmark = pytest.mark.multi_device
+
+_TINY = dict(
+    vocabulary_size=256,
+    image_size=None,
+    num_layers=1,
+    hidden_dim=64,
+    intermediate_dim=128,
+    use_query_key_norm=True,
+    use_post_ffw_norm=True,
+    use_post_attention_norm=True,
+    use_sliding_window_attention=True,
+    sliding_window_size=4,
+)
+# Tiny configs with the presets' query:key/value head ratios. The presets'
+# vocabulary (2^18) divides every mesh axis; one config has an odd one.
+TINY = {
+    # gemma3_270m, gemma3_1b: 4:1 multi-query.
+    "mqa_4_1": dict(
+        _TINY, num_query_heads=4, num_key_value_heads=1, head_dim=16
+    ),
+    # gemma3_4b_text: 8:4, with an odd (prime) vocabulary, so the embedding
+    # takes its (DATA, MODEL) alternative or falls back.
+    "gqa_8_4_odd_vocab": dict(
+        _TINY,
+        vocabulary_size=251,
+        num_query_heads=8,
+        num_key_value_heads=4,
+        head_dim=16,
+    ),
+    # gemma3_27b_text (and gemma3_12b_text, 16:8, whose heads divide the
+    # same mesh axes): 32:16, queries scaled by hidden / heads.
+    "gqa_32_16": dict(
+        _TINY,
+        num_query_heads=32,
+        num_key_value_heads=16,
+        head_dim=4,
+        query_head_dim_normalize=False,
+    ),
+}
+
+
+def attention_paths(num_layers, kinds):
+    return {
+        f"decoder_block_{i}/attention/{kind}/kernel"
+        for i in range(num_layers)
+        for kind in kinds
+    }
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
+@pytest.mark.parametrize("preset", list(Gemma3Backbone.presets))
+def test_every_preset_plans_efficiently(preset, mesh_shape):
+    plan = assert_preset_plan_is_efficient(Gemma3Backbone, preset, mesh_shape)
+    config = Gemma3Backbone.presets[preset]
+    model_size = mesh_shape[1]
+    # Exactly the attention kernels whose heads don't divide the model axis
+    # fall back (heads are atomic); everything else shards.
+    expected = set()
+    if config["num_query_heads"] % model_size:
+        expected |= attention_paths(
+            config["num_layers"], ("query", "attention_output")
+        )
+    if config["num_key_value_heads"] % model_size:
+        expected |= attention_paths(config["num_layers"], ("key", "value"))
+    assert {w.path for w in plan.fallbacks} == expected
+    for weight in plan.fallbacks:
+        assert "heads" in weight.reason, weight.reason
+    assert plan.weight("token_embedding/embeddings").spec == ("model", "batch")
+    if not expected:
+        assert plan.memory_ratio <= 1.02
+
+
+def test_gemma3_1b_specs_on_a_1x8_mesh():
+    plan = Gemma3Backbone.plan_layout(mesh_dict((1, 8)), preset="gemma3_1b")
+    block = "decoder_block_0/"
+    # 4 query heads and 1 key/value head don't divide 8: replicated along
+    # 'model', with the reason naming the heads.
+    for kind in ("query", "key", "value"):
+        weight = plan.weight(block + f"attention/{kind}/kernel")
+        assert weight.spec == (None, "batch", None)
+        heads = "heads, size 4" if kind == "query" else "kv_heads, size 1"
+        assert f"dim 0 ({heads}) is not divisible by 'model'" in weight.reason
+    assert plan.weight(block + "attention/attention_output/kernel").spec == (
+        None,
+        None,
+        "batch",
+    )
+    assert plan.weight(block + "ffw_gating/kernel").spec == ("batch", "model")
+    assert plan.weight(block + "ffw_linear/kernel").spec == ("model", "batch")
+    assert plan.weight(block + "attention/query_norm/scale").spec == (None,)
+    assert plan.weight("token_embedding/embeddings").spec == ("model", "batch")
+
+
+@pytest.mark.parametrize("preset", ["gemma3_4b_text", "gemma3_27b_text"])
+def test_grouped_presets_shard_every_kernel_on_a_2x4_mesh(preset):
+    plan = Gemma3Backbone.plan_layout(mesh_dict((2, 4)), preset=preset)
+    block = "decoder_block_3/"
+    expected = {
+        "token_embedding/embeddings": ("model", "batch"),
+        block + "attention/query/kernel": ("model", "batch", None),
+        block + "attention/key/kernel": ("model", "batch", None),
+        block + "attention/value/kernel": ("model", "batch", None),
+        block + "attention/attention_output/kernel": ("model", None, "batch"),
+        block + "attention/query_norm/scale": (None,),
+        block + "attention/key_norm/scale": (None,),
+        block + "ffw_gating/kernel": ("batch", "model"),
+        block + "ffw_gating_2/kernel": ("batch", "model"),
+        block + "ffw_linear/kernel": ("model", "batch"),
+        "final_normalization/scale": (None,),
+    }
+    for path, spec in expected.items():
+        assert plan.weight(path).spec == spec, path
+    assert plan.fallbacks == ()
+
+
+def test_gemma3_4b_kv_heads_fall_back_on_8_way_model_axis():
+    plan = Gemma3Backbone.plan_layout(
+        mesh_dict((1, 8)), preset="gemma3_4b_text"
+    )
+    key = plan.weight("decoder_block_0/attention/key/kernel")
+    assert key.spec == (None, "batch", None)
+    assert "dim 0 (kv_heads, size 4)" in key.reason
+    query = plan.weight("decoder_block_0/attention/query/kernel")
+    assert query.spec == ("model", "batch", None)
+
+
+@pytest.mark.parametrize(
+    "mesh_shape, spec",
+    [
+        ((1, 2), ("batch", "model")),
+        ((1, 8), ("batch", "model")),
+        ((2, 4), (None, "model")),
+        ((8, 1), ("model", "batch")),
+    ],
+    ids=str,
+)
+def test_odd_vocabulary_embedding(mesh_shape, spec):
+    plan = Gemma3Backbone.plan_layout(
+        mesh_dict(mesh_shape), config=TINY["gqa_8_4_odd_vocab"]
+    )
+    assert plan.weight("token_embedding/embeddings").spec == spec
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
+@pytest.mark.parametrize("name", list(TINY))
+def test_sharded_build_matches_plan(name, mesh_shape):
+    assert_sharded_build_matches_plan(Gemma3Backbone, TINY[name], mesh_shape)

@@ -1,0 +1,91 @@
+"""GPT-NeoX layouts: full-size preset plans and tiny sharded builds."""
+
+import pytest
+
+from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
+from tests.models.backbone_checks import MESHES
+from tests.models.backbone_checks import assert_preset_plan_is_efficient
+from tests.models.backbone_checks import assert_sharded_build_matches_plan
+from tests.models.backbone_checks import mesh_dict
+
+pytestmark = pytest.mark.multi_device
+
+PRESETS = list(GPTNeoXBackbone.presets)
+# Pythia is multi-head (every head has its own key/value) with 16 heads and
+# a vocabulary divisible by 8; the second config has an odd vocabulary and
+# fewer heads than the largest model axis.
+TINY = {
+    "pythia_like": dict(
+        vocabulary_size=256,
+        num_layers=2,
+        num_heads=8,
+        hidden_dim=64,
+        intermediate_dim=128,
+        rotary_percentage=0.25,
+    ),
+    "odd_vocab_4_heads": dict(
+        vocabulary_size=257,
+        num_layers=1,
+        num_heads=4,
+        hidden_dim=32,
+        intermediate_dim=48,
+        rotary_percentage=1.0,
+    ),
+}
+QKV = "transformer_layer_0/self_attention/query_key_value"
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_plan_is_efficient(preset, mesh_shape):
+    plan = assert_preset_plan_is_efficient(GPTNeoXBackbone, preset, mesh_shape)
+    # 16 heads, hidden and MLP widths and the vocabulary all divide every
+    # mesh axis here: nothing falls back.
+    assert not plan.fallbacks
+    assert plan.memory_ratio <= 1.02
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_preset_exact_specs(preset):
+    plan = GPTNeoXBackbone.plan_layout(mesh_dict((2, 4)), preset=preset)
+    block = "transformer_layer_7/"
+    expected = {
+        "token_embedding/embeddings": ("model", "batch"),
+        f"{QKV}/kernel": ("batch", "model", None),
+        f"{QKV}/bias": ("model", None),
+        block + "self_attention/attention_output/kernel": ("model", "batch"),
+        block + "self_attention/attention_output/bias": (None,),
+        block + "feedforward_intermediate_dense/kernel": ("batch", "model"),
+        block + "feedforward_output_dense/kernel": ("model", "batch"),
+        block + "feedforward_layer_norm/gamma": (None,),
+        "layer_norm/beta": (None,),
+    }
+    for path, spec in expected.items():
+        assert plan.weight(path).spec == spec, path
+    hidden = GPTNeoXBackbone.presets[preset]["hidden_dim"]
+    assert plan.weight(f"{QKV}/kernel").shard_shape == (
+        hidden // 2,
+        4,
+        3 * hidden // 16,
+    )
+
+
+def test_heads_that_do_not_divide_fall_back_whole():
+    config = TINY["odd_vocab_4_heads"]
+    plan = GPTNeoXBackbone.plan_layout(mesh_dict((1, 8)), config=config)
+    kernel = plan.weight(f"{QKV}/kernel")
+    assert kernel.spec == (None, None, None)
+    assert "dim 1 (heads, size 4) is not divisible by 'model'" in kernel.reason
+    bias = plan.weight(f"{QKV}/bias")
+    assert bias.spec == (None, None)
+    assert "dim 0 (heads, size 4)" in bias.reason
+    # The odd vocabulary puts the model axis on the hidden dimension.
+    embedding = plan.weight("token_embedding/embeddings")
+    assert embedding.spec == (None, "model")
+    assert {w.path for w in plan.fallbacks} == {f"{QKV}/kernel", f"{QKV}/bias"}
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
+@pytest.mark.parametrize("name", list(TINY))
+def test_sharded_build_matches_plan(name, mesh_shape):
+    assert_sharded_build_matches_plan(GPTNeoXBackbone, TINY[name], mesh_shape)

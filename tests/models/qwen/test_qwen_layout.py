@@ -1,0 +1,144 @@
+"""QwenBackbone plans for every preset and sharded tiny builds."""
+
+import pytest
+
+from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
+from tests.models.backbone_checks import MESHES
+from tests.models.backbone_checks import assert_preset_plan_is_efficient
+from tests.models.backbone_checks import assert_sharded_build_matches_plan
+from tests.models.backbone_checks import mesh_dict
+
+pytestmark = pytest.mark.multi_device
+
+ATTENTION = "transformer_layer_0/self_attention/"
+# Weights whose heads (query) or key/value heads fall back.
+QUERY_WEIGHTS = ("query/kernel", "query/bias", "attention_output/kernel")
+KV_WEIGHTS = ("key/kernel", "key/bias", "value/kernel", "value/bias")
+
+_TINY = dict(num_layers=1, intermediate_dim=96, vocabulary_size=256)
+TINY = {
+    # qwen2.5_0.5b_en: 14:2, tied; 14 query heads divide only model 1, 2.
+    "gqa_14_2_tied": dict(
+        _TINY, num_query_heads=14, num_key_value_heads=2, hidden_dim=56
+    ),
+    # qwen2.5_3b_en: 16:2, tied.
+    "gqa_16_2_tied": dict(
+        _TINY, num_query_heads=16, num_key_value_heads=2, hidden_dim=64
+    ),
+    # qwen2.5_7b_en: 28:4, untied; 28 and 4 do not divide model 8.
+    "gqa_28_4_untied": dict(
+        _TINY,
+        num_query_heads=28,
+        num_key_value_heads=4,
+        hidden_dim=56,
+        tie_word_embeddings=False,
+    ),
+}
+
+
+def expected_fallbacks(num_query_heads, num_key_value_heads, model):
+    """Attention weights whose heads the model axis does not divide."""
+    names = []
+    if num_query_heads % model:
+        names += QUERY_WEIGHTS
+    if num_key_value_heads % model:
+        names += KV_WEIGHTS
+    return sorted(names)
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
+@pytest.mark.parametrize("preset", list(QwenBackbone.presets))
+def test_every_preset_plans_efficiently(preset, mesh_shape):
+    plan = assert_preset_plan_is_efficient(QwenBackbone, preset, mesh_shape)
+    config = QwenBackbone.presets[preset]
+    model = mesh_shape[1]
+    # Only attention weights with atomic heads fall back, and their
+    # reasons name the heads.
+    fallen = sorted(
+        w.path[len(ATTENTION) :]
+        for w in plan.fallbacks
+        if w.path.startswith(ATTENTION)
+    )
+    assert fallen == expected_fallbacks(
+        config["num_query_heads"], config["num_key_value_heads"], model
+    )
+    assert len(plan.fallbacks) == len(fallen) * config["num_layers"]
+    for weight in plan.fallbacks:
+        kind = "kv_heads" if "/key/" in weight.path else "heads"
+        kind = "kv_heads" if "/value/" in weight.path else kind
+        assert weight.reason.startswith("dim "), weight.reason
+        assert f"({kind}, size " in weight.reason, weight.reason
+    if not plan.fallbacks:
+        assert plan.memory_ratio <= 1.02
+
+
+def test_qwen2_5_0_5b_specs_on_a_1x8_mesh():
+    plan = QwenBackbone.plan_layout(mesh_dict((1, 8)), preset="qwen2.5_0.5b_en")
+    expected = {
+        # 151936 = 8 * 18992: the vocabulary goes on the model axis.
+        "token_embedding/embeddings": ("model", "batch"),
+        # 14 query heads and 2 key/value heads: replicated along 'model'.
+        ATTENTION + "query/kernel": ("batch", None, None),
+        ATTENTION + "query/bias": (None, None),
+        ATTENTION + "key/kernel": ("batch", None, None),
+        ATTENTION + "value/bias": (None, None),
+        ATTENTION + "attention_output/kernel": (None, None, "batch"),
+        "transformer_layer_0/feedforward_gate_dense/kernel": (
+            "batch",
+            "model",
+        ),
+        "transformer_layer_0/feedforward_output_dense/kernel": (
+            "model",
+            "batch",
+        ),
+    }
+    for path, spec in expected.items():
+        assert plan.weight(path).spec == spec, path
+    query = plan.weight(ATTENTION + "query/kernel")
+    assert query.reason.startswith(
+        "dim 1 (heads, size 14) is not divisible by 'model' (size 8)"
+    )
+    key = plan.weight(ATTENTION + "key/kernel")
+    assert key.reason.startswith(
+        "dim 1 (kv_heads, size 2) is not divisible by 'model' (size 8)"
+    )
+    bias = plan.weight(ATTENTION + "query/bias")
+    assert bias.reason.startswith(
+        "dim 0 (heads, size 14) is not divisible by 'model' (size 8)"
+    )
+
+
+def test_qwen2_5_7b_specs_on_a_2x4_mesh():
+    # 28 query and 4 key/value heads divide a model axis of 4: no fallback.
+    plan = QwenBackbone.plan_layout(mesh_dict((2, 4)), preset="qwen2.5_7b_en")
+    expected = {
+        "token_embedding/embeddings": ("model", "batch"),
+        "token_embedding/reverse_embeddings": ("batch", "model"),
+        ATTENTION + "query/kernel": ("batch", "model", None),
+        ATTENTION + "query/bias": ("model", None),
+        ATTENTION + "key/kernel": ("batch", "model", None),
+        ATTENTION + "key/bias": ("model", None),
+        ATTENTION + "attention_output/kernel": ("model", None, "batch"),
+    }
+    for path, spec in expected.items():
+        assert plan.weight(path).spec == spec, path
+    assert plan.weight(ATTENTION + "query/kernel").shard_shape == (1792, 7, 128)
+    assert plan.fallbacks == ()
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
+@pytest.mark.parametrize("name", list(TINY))
+def test_tiny_configs_shard_as_planned(name, mesh_shape):
+    config = TINY[name]
+    plan = assert_sharded_build_matches_plan(QwenBackbone, config, mesh_shape)
+    tied = config.get("tie_word_embeddings", True)
+    paths = {w.path for w in plan.weights}
+    assert ("token_embedding/reverse_embeddings" in paths) == (not tied)
+    fallen = sorted(
+        w.path[len(ATTENTION) :]
+        for w in plan.fallbacks
+        if w.path.startswith(ATTENTION)
+    )
+    assert fallen == expected_fallbacks(
+        config["num_query_heads"], config["num_key_value_heads"], mesh_shape[1]
+    )
