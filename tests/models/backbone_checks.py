@@ -48,14 +48,24 @@ def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
     """
     plan = backbone_cls.plan_layout(mesh_dict(mesh_shape), preset=preset)
     assert plan.num_devices == mesh_shape[0] * mesh_shape[1]
-    # Every weight of rank >= 2 is sharded somewhere, or its rule declared it
-    # replicated, or a fallback says why not.
+    # A weight of rank >= 2 held whole was declared replicated, or fell back
+    # with a reason, or its rule only names axes of size 1 on this mesh.
+    sizes = mesh_dict(mesh_shape)
     for weight in plan.weights:
-        if len(weight.shape) >= 2 and weight.shard_shape == weight.shape:
-            assert weight.decision in ("replicated", "fallback"), (
-                f"{preset} {mesh_shape}: {weight.path} {weight.shape} is "
-                f"held whole: {weight.reason}"
-            )
+        if len(weight.shape) < 2 or weight.shard_shape != weight.shape:
+            continue
+        if weight.decision in ("replicated", "fallback"):
+            continue
+        axes = [
+            axis
+            for entry in weight.spec
+            if entry is not None
+            for axis in (entry if isinstance(entry, tuple) else (entry,))
+        ]
+        assert axes and all(sizes[axis] == 1 for axis in axes), (
+            f"{preset} {mesh_shape}: {weight.path} {weight.shape} is held "
+            f"whole: {weight.reason}"
+        )
     if plan.total_params >= ONE_BILLION and plan.memory_ratio > RATIO_BOUND:
         assert plan.fallbacks, (
             f"{preset} on {mesh_shape}: ratio {plan.memory_ratio:.3f} > "
