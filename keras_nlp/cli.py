@@ -53,6 +53,12 @@ def _parser():
         "--json", action="store_true", help="print the plan as one JSON object"
     )
     plan.add_argument(
+        "--lora-rank",
+        type=int,
+        default=None,
+        help="also plan LoRA adapters of this rank on the default targets",
+    )
+    plan.add_argument(
         "--all",
         action="store_true",
         help="list every weight instead of folding repeated blocks",
@@ -74,6 +80,7 @@ def _plan(args):
         data_parallel_dim_name=data_axis,
         strict=args.strict,
         dtype=args.dtype,
+        lora_rank=args.lora_rank,
     )
     if args.json:
         print(plan.to_json())

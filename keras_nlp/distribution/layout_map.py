@@ -103,6 +103,27 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         self._install(plan)
         return plan
 
+    def extend(self, plan):
+        """Switches to `plan`, which may only add weights (LoRA adapters).
+
+        Called by `Backbone.enable_lora` before the adapters are created.
+        """
+        if self.plan is not None:
+            old = {w.path: w for w in self.plan.weights}
+            changed = [
+                path
+                for path, weight in old.items()
+                if path not in {w.path for w in plan.weights}
+                or plan.weight(path).spec != weight.spec
+            ]
+            if changed:
+                raise LayoutError(
+                    "A plan extension may only add weights, but these "
+                    "weights would change or disappear:\n"
+                    + bullet_list(changed)
+                )
+        self._install(plan)
+
     def __getitem__(self, key):
         if self.plan is None:
             if key.endswith("/output"):

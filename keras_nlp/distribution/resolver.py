@@ -25,6 +25,40 @@ from keras_nlp.distribution.rules import MODEL
 from keras_nlp.distribution.rules import format_spec
 
 _MAX_LISTED = 12
+# Variables that Keras's `enable_lora` adds next to a layer's `kernel`.
+LORA_ADAPTERS = ("lora_kernel_a", "lora_kernel_b")
+
+
+def _adapter_kernel_path(path):
+    """The kernel path of a LoRA adapter path, or `None` for other paths."""
+    prefix, _, name = path.rpartition("/")
+    return f"{prefix}/kernel" if name in LORA_ADAPTERS else None
+
+
+def _derive_adapter(variable, kernel, mesh, dtype):
+    """An adapter's plan from its kernel's: shared dims keep their axes.
+
+    Keras's `lora_kernel_a` has the kernel's shape with the last dimension
+    replaced by the rank; `lora_kernel_b` is `(rank, last kernel dim)`. The
+    rank dimension is replicated.
+    """
+    if variable.path.endswith("lora_kernel_a"):
+        spec = kernel.spec[:-1] + (None,)
+    else:
+        spec = (None, kernel.spec[-1])
+    return WeightPlan(
+        path=variable.path,
+        shape=variable.shape,
+        dtype=dtype,
+        spec=spec,
+        shard_shape=_shard_shape(variable.shape, spec, mesh.axis_sizes),
+        decision=SHARDED if any(spec) else REPLICATED,
+        reason=(
+            f"LoRA adapter of a kernel laid out {format_spec(kernel.spec)}: "
+            "shared dimensions keep the kernel's axes, the rank is "
+            "replicated"
+        ),
+    )
 
 
 class LayoutError(ValueError):
@@ -221,10 +255,21 @@ def resolve_layout(
     divisor_bound = max(64, mesh.num_devices)
     hits = {rule.pattern: 0 for rule in rules}
     weights = []
-    problems = {"overlap": [], "rank": [], "uncovered": []}
+    adapters = []
+    problems = {"overlap": [], "rank": [], "uncovered": [], "adapter": []}
     for variable in variables:
         matches = [rule for rule in rules if rule.matches(variable.path)]
         weight_dtype = dtype or variable.dtype
+        if _adapter_kernel_path(variable.path):
+            # Adapters take their kernel's layout; a rule that also matches
+            # them is a regex written too loosely.
+            if matches:
+                problems["adapter"].append(
+                    f"{variable.path} matches "
+                    + ", ".join(repr(rule.pattern) for rule in matches)
+                )
+            adapters.append(variable)
+            continue
         if len(matches) > 1:
             problems["overlap"].append(
                 f"{variable.path} matches "
@@ -264,8 +309,28 @@ def resolve_layout(
             )
         )
 
+    by_path = {weight.path: weight for weight in weights}
+    for variable in adapters:
+        kernel = by_path.get(_adapter_kernel_path(variable.path))
+        if kernel is None:
+            problems["adapter"].append(
+                f"{variable.path} has no planned kernel "
+                f"{_adapter_kernel_path(variable.path)!r}"
+            )
+            continue
+        by_path[variable.path] = _derive_adapter(
+            variable, kernel, mesh, dtype or variable.dtype
+        )
+    weights = [by_path[v.path] for v in variables if v.path in by_path]
+
     unused = [pattern for pattern, count in hits.items() if count == 0]
     messages = []
+    if problems["adapter"]:
+        messages.append(
+            "LoRA adapter weights take the layout of their kernel and must "
+            "match no layout rule (end kernel regexes with '/kernel'), but:\n"
+            + bullet_list(problems["adapter"])
+        )
     if problems["overlap"]:
         messages.append(
             "Each variable must match at most one layout rule, but:\n"
