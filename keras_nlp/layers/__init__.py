@@ -6,6 +6,12 @@ from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+from keras_nlp.layers.sparse_moe import ExpertBank
+from keras_nlp.layers.sparse_moe import SparseMoE
+from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
+from keras_nlp.layers.token_and_position_embedding import (
+    TokenAndPositionEmbedding,
+)
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
@@ -13,7 +19,11 @@ from keras_nlp.layers.zero_centered_rms_normalization import (
 __all__ = [
     "CachedGroupedQueryAttention",
     "DecoderLayer",
+    "ExpertBank",
+    "PositionEmbedding",
     "RotaryEmbedding",
+    "SparseMoE",
+    "TokenAndPositionEmbedding",
     "ZeroCenteredRMSNormalization",
     "alibi_slopes",
     "decoder_attention_mask",

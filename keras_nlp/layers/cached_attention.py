@@ -74,7 +74,7 @@ def decoder_attention_mask(
     return mask
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class CachedGroupedQueryAttention(keras.layers.Layer):
     """Grouped-query self-attention with a key/value cache.
 

@@ -23,7 +23,7 @@ def get_activation(name):
     return keras.activations.get(name)
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class DecoderLayer(keras.layers.Layer):
     """Pre-norm causal transformer block: attention, then a feed-forward.
 

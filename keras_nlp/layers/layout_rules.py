@@ -21,27 +21,24 @@ from keras_nlp.layers.cached_attention import DEFAULT_SUBLAYER_NAMES
 from keras_nlp.layers.decoder_layer import (
     DEFAULT_SUBLAYER_NAMES as FEEDFORWARD_NAMES,
 )
+from keras_nlp.layers.sparse_moe import DEFAULT_SUBLAYER_NAMES as MOE_NAMES
 
 
 def token_embedding_rules(prefix, tied):
     """`keras.layers.ReversibleEmbedding` weights under `prefix`.
 
     The vocabulary goes on the model axis, or the hidden dimension when the
-    vocabulary does not divide (e.g. GPT-2's 50257). The untied output
+    vocabulary does not divide (e.g. GPT-2's 50257); when the vocabulary
+    divides neither axis, hidden is spread over both. The untied output
     projection `(hidden, vocab)` mirrors it.
     """
-    rules = [
-        (
-            prefix + "embeddings",
-            [(MODEL, DATA), (DATA, MODEL)],
-            ("vocab", "hidden"),
-        )
-    ]
+    specs = [(MODEL, DATA), (DATA, MODEL), (None, (DATA, MODEL))]
+    rules = [(prefix + "embeddings", specs, ("vocab", "hidden"))]
     if not tied:
         rules.append(
             (
                 prefix + "reverse_embeddings",
-                [(DATA, MODEL), (MODEL, DATA)],
+                [tuple(reversed(spec)) for spec in specs],
                 ("hidden", "vocab"),
             )
         )
@@ -49,7 +46,10 @@ def token_embedding_rules(prefix, tied):
 
 
 def attention_rules(
-    prefix, sublayer_names=None, use_bias=False, flat_output_kernel=False
+    prefix,
+    sublayer_names=None,
+    use_bias=False,
+    flat_output_kernel=False,
 ):
     """`CachedGroupedQueryAttention` weights under `prefix`.
 
@@ -87,11 +87,12 @@ def attention_rules(
             )
         )
     if use_bias:
+        bias_spec = (MODEL, None)
         rules += [
-            (prefix + f"{query}/bias", (MODEL, None), ("heads", "head_dim")),
+            (prefix + f"{query}/bias", bias_spec, ("heads", "head_dim")),
             (
                 prefix + f"({key}|{value})/bias",
-                (MODEL, None),
+                bias_spec,
                 ("kv_heads", "head_dim"),
             ),
         ]
@@ -113,5 +114,39 @@ def feedforward_rules(prefix, sublayer_names=None, gated=True):
             prefix + f"{names['output']}/kernel",
             (MODEL, DATA),
             ("ffw", "hidden"),
+        ),
+    ]
+
+
+def sparse_moe_rules(
+    prefix, sublayer_names=None, fused_gate_intermediate=False
+):
+    """Layout rules of a `SparseMoE` under `prefix` (its path, with `/`).
+
+    Experts go on the model axis along the expert dimension, and their
+    feed-forward width when the expert count does not divide it; hidden
+    goes on the data axis. The router `(hidden, experts)` is small and read
+    by every token: it is declared replicated.
+    """
+    names = {**MOE_NAMES, **(sublayer_names or {})}
+    experts = prefix + names["experts"] + "/"
+    inputs = names["gate"]
+    if not fused_gate_intermediate:
+        inputs = f"({names['gate']}|{names['intermediate']})"
+    return [
+        (
+            prefix + names["router"] + "/kernel",
+            (None, None),
+            ("hidden", "experts"),
+        ),
+        (
+            experts + inputs,
+            [(MODEL, DATA, None), (None, DATA, MODEL)],
+            ("experts", "hidden", "ffw"),
+        ),
+        (
+            experts + names["output"],
+            [(MODEL, None, DATA), (None, MODEL, DATA)],
+            ("experts", "ffw", "hidden"),
         ),
     ]

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class RotaryEmbedding(keras.layers.Layer):
     """Rotates feature pairs by an angle proportional to the token position.
 

@@ -11,8 +11,6 @@ on the model axis each device runs its own experts.
 import keras
 from keras import ops
 
-from keras_nlp.distribution.rules import DATA
-from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.decoder_layer import get_activation
 
 DEFAULT_SUBLAYER_NAMES = {
@@ -104,7 +102,7 @@ class ExpertBank(keras.layers.Layer):
         return input_shape
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class SparseMoE(keras.layers.Layer):
     """Top-k routed mixture of gated feed-forward experts.
 
@@ -161,7 +159,7 @@ class SparseMoE(keras.layers.Layer):
     from keras_nlp.layers.sparse_moe import SparseMoE
 
     moe = SparseMoE(num_experts=4, intermediate_dim=16, top_k=2)
-    moe(np.random.rand(2, 5, 8).astype("float32")).shape  # (2, 5, 8)
+    outputs = moe(np.random.rand(2, 5, 8).astype("float32"))  # (2, 5, 8)
     ```
     """
 
@@ -321,37 +319,3 @@ class SparseMoE(keras.layers.Layer):
             }
         )
         return config
-
-
-def sparse_moe_rules(
-    prefix, sublayer_names=None, fused_gate_intermediate=False
-):
-    """Layout rules of a `SparseMoE` under `prefix` (its path, with `/`).
-
-    Experts go on the model axis along the expert dimension, and their
-    feed-forward width when the expert count does not divide it; hidden
-    goes on the data axis. The router `(hidden, experts)` is small and read
-    by every token: it is declared replicated.
-    """
-    names = {**DEFAULT_SUBLAYER_NAMES, **(sublayer_names or {})}
-    experts = prefix + names["experts"] + "/"
-    inputs = names["gate"]
-    if not fused_gate_intermediate:
-        inputs = f"({names['gate']}|{names['intermediate']})"
-    return [
-        (
-            prefix + names["router"] + "/kernel",
-            (None, None),
-            ("hidden", "experts"),
-        ),
-        (
-            experts + inputs,
-            [(MODEL, DATA, None), (None, DATA, MODEL)],
-            ("experts", "hidden", "ffw"),
-        ),
-        (
-            experts + names["output"],
-            [(MODEL, None, DATA), (None, MODEL, DATA)],
-            ("experts", "ffw", "hidden"),
-        ),
-    ]

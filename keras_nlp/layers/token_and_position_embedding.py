@@ -9,7 +9,7 @@ import keras
 from keras import ops
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class PositionEmbedding(keras.layers.Layer):
     """A trained embedding per position, shaped like its input.
 
@@ -89,7 +89,7 @@ class PositionEmbedding(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class TokenAndPositionEmbedding(keras.layers.Layer):
     """Token embeddings plus learned position embeddings.
 

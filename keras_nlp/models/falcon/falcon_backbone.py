@@ -74,6 +74,8 @@ class FalconBackbone(Backbone):
     """
 
     presets = FALCON_PRESETS
+    # `enable_lora` adapts the query and value projections by default.
+    lora_target_names = ("query_dense", "value_dense")
 
     @staticmethod
     def _layout_rules(config):

@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_nlp.distribution import DATA
 from keras_nlp.distribution import MODEL
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
@@ -17,6 +19,12 @@ from keras_nlp.models.gemma3.gemma3_presets import GEMMA3_PRESETS
 GLOBAL_LAYER_PERIOD = 6
 LOCAL_ROPE_WAVELENGTH = 10_000.0
 GLOBAL_ROPE_WAVELENGTH = 1_000_000.0
+# Gemma's names for the gated feed-forward kernels.
+_FEEDFORWARD_NAMES = {
+    "intermediate": "ffw_gating",
+    "gate": "ffw_gating_2",
+    "output": "ffw_linear",
+}
 
 
 def is_local_layer(index, use_sliding_window_attention):
@@ -118,14 +126,13 @@ class Gemma3Backbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        # Same kernels as Gemma: attention kernels are (heads, hidden,
-        # head_dim), heads on the model axis, hidden on the data axis. The
-        # q/k norm scales are rank 1 and need no rule.
+        # Gemma's attention kernels are (heads, hidden, head_dim), not the
+        # shared layer's (hidden, heads, head_dim): heads on the model axis,
+        # hidden on the data axis, head_dim never sharded. The q/k norm
+        # scales are rank 1 and need no rule.
         block = r"decoder_block_\d+/"
         return [
-            # Tied (vocab, hidden); hidden on the model axis if vocab won't
-            # divide.
-            ("token_embedding/embeddings", [(MODEL, DATA), (DATA, MODEL)]),
+            *token_embedding_rules("token_embedding/", tied=True),
             (
                 block + "attention/query/kernel",
                 (MODEL, DATA, None),
@@ -141,8 +148,7 @@ class Gemma3Backbone(Backbone):
                 (MODEL, None, DATA),
                 ("heads", "head_dim", "hidden"),
             ),
-            (block + "ffw_gating(_2)?/kernel", (DATA, MODEL)),
-            (block + "ffw_linear/kernel", (MODEL, DATA)),
+            *feedforward_rules(block, sublayer_names=_FEEDFORWARD_NAMES),
         ]
 
     def __init__(

@@ -84,10 +84,6 @@ def learned_position_decoder_layers(
             rotary_embedding=None,
             use_bias=True,
             use_output_bias=True,
-            # Padded queries that see no key output zeros, as in keras-hub
-            # (whose `keras.layers.Softmax` does so), not an average of all
-            # values.
-            zero_unattended_queries=True,
             dropout=dropout,
             kernel_initializer=kernel_initializer(),
             dtype=dtype,
@@ -117,8 +113,11 @@ def learned_position_decoder_rules(embeddings_prefix):
     """Layout rules of GPT-2 and OPT; their embeddings sit under a prefix."""
     block = r"transformer_layer_\d+/"
     return [
+        # GPT-2's vocabulary (50257) divides no axis: its hidden dimension
+        # then goes on the model axis, or on both axes of a 2-D mesh.
         *token_embedding_rules(
-            embeddings_prefix + "token_embedding/", tied=True
+            embeddings_prefix + "token_embedding/",
+            tied=True,
         ),
         # Split like the token table: rows on the model axis, hidden on the
         # data axis, so both embeddings of a token share its hidden layout.

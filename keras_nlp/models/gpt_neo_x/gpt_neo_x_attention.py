@@ -12,6 +12,7 @@ def gpt_neo_x_kernel_initializer():
     return keras.initializers.RandomNormal(stddev=0.02)
 
 
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class GPTNeoXAttention(keras.layers.Layer):
     """Multi-head self-attention with a fused projection and partial RoPE.
 

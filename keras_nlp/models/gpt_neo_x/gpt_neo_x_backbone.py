@@ -4,11 +4,21 @@ import keras
 
 from keras_nlp.distribution import DATA
 from keras_nlp.distribution import MODEL
+from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.gpt_neo_x.gpt_neo_x_decoder_block import (
-    GPTNeoXDecoderBlock,
+from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
+from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import (
+    gpt_neo_x_kernel_initializer,
 )
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_presets import GPT_NEO_X_PRESETS
+
+# keras-hub's names for the two layer norms of a block.
+_SUBLAYER_NAMES = {
+    "attention_norm": "self_attention_layer_norm",
+    "feedforward_norm": "feedforward_layer_norm",
+}
 
 
 def _check_arguments(
@@ -109,14 +119,15 @@ class GPTNeoXBackbone(Backbone):
     """
 
     presets = GPT_NEO_X_PRESETS
+    # LoRA adapts the fused projection (queries, keys and values together).
+    lora_target_names = ("query_key_value",)
 
     @staticmethod
     def _layout_rules(config):
         block = r"transformer_layer_\d+/"
         attention = block + "self_attention/"
         return [
-            # (vocab, hidden); hidden on the model axis if vocab won't divide.
-            ("token_embedding/embeddings", [(MODEL, DATA), (DATA, MODEL)]),
+            *token_embedding_rules("token_embedding/", tied=True),
             # Fused (hidden, heads, 3 * head_dim): each head's query, key and
             # value stay together on one device.
             (
@@ -136,8 +147,7 @@ class GPTNeoXBackbone(Backbone):
                 (MODEL, DATA),
                 ("heads*head_dim", "hidden"),
             ),
-            (block + "feedforward_intermediate_dense/kernel", (DATA, MODEL)),
-            (block + "feedforward_output_dense/kernel", (MODEL, DATA)),
+            *feedforward_rules(block, gated=False),
         ]
 
     def __init__(
@@ -177,13 +187,27 @@ class GPTNeoXBackbone(Backbone):
             dropout, dtype=dtype, name="embeddings_dropout"
         )
         self.transformer_layers = [
-            GPTNeoXDecoderBlock(
-                num_heads=num_heads,
+            DecoderLayer(
+                attention=GPTNeoXAttention(
+                    num_heads=num_heads,
+                    rotary_percentage=rotary_percentage,
+                    rotary_max_wavelength=rotary_max_wavelength,
+                    dropout=dropout,
+                    dtype=dtype,
+                    name="self_attention",
+                ),
+                hidden_dim=hidden_dim,
                 intermediate_dim=intermediate_dim,
-                rotary_percentage=rotary_percentage,
-                rotary_max_wavelength=rotary_max_wavelength,
+                activation="gelu_approximate",
+                gated=False,
+                use_bias=True,
+                normalization="layer",
                 layer_norm_epsilon=layer_norm_epsilon,
+                # Attention and MLP both read the block input.
+                parallel_residual=True,
                 dropout=dropout,
+                kernel_initializer=gpt_neo_x_kernel_initializer(),
+                sublayer_names=_SUBLAYER_NAMES,
                 dtype=dtype,
                 name=f"transformer_layer_{index}",
             )

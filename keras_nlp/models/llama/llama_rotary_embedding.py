@@ -8,7 +8,7 @@ from keras import ops
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class LlamaRotaryEmbedding(RotaryEmbedding):
     """`RotaryEmbedding` whose slow frequencies are stretched (Llama 3.1+).
 

@@ -4,9 +4,9 @@ import keras
 
 from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import attention_rules
+from keras_nlp.layers.layout_rules import sparse_moe_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
-from keras_nlp.layers.sparse_moe import sparse_moe_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.mistral.mistral_backbone import check_mistral_arguments
 from keras_nlp.models.mistral.mistral_backbone import mistral_attention

@@ -8,7 +8,7 @@ from keras import ops
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class Phi3SuScaledRotaryEmbedding(RotaryEmbedding):
     """`RotaryEmbedding` with Phi-3's per-frequency "su" (LongRoPE) factors.
 
@@ -39,7 +39,7 @@ class Phi3SuScaledRotaryEmbedding(RotaryEmbedding):
     ...     max_sequence_length=64,
     ...     pretraining_sequence_length=8,
     ... )
-    >>> rope(np.ones((1, 4, 2, 4))).shape
+    >>> tuple(rope(np.ones((1, 4, 2, 4))).shape)
     (1, 4, 2, 4)
     """
 

@@ -89,21 +89,24 @@ def test_six_heads_fall_back_whole_on_a_model_axis_of_four():
     )
     for kind in ("query", "key", "value"):
         kernel = plan.weight(ATTENTION + f"{kind}_dense/kernel")
-        assert kernel.spec == (None, None, None)
+        assert kernel.shard_shape == (48, 6, 8)  # heads whole
         heads = "kv_heads" if kind != "query" else "heads"
         assert (
             f"dim 1 ({heads}, size 6) is not divisible by 'model'"
             in kernel.reason
         )
         bias = plan.weight(ATTENTION + f"{kind}_dense/bias")
-        assert bias.spec == (None, None)
+        assert bias.shard_shape == (6, 8)
+        assert f"dim 0 ({heads}, size 6)" in bias.reason
     # The flat output kernel's 48 rows divide by 4 although 6 heads do not:
     # it is sharded, 12 rows (one and a half 8-wide heads) per shard.
     output = plan.weight(ATTENTION + "output_dense/kernel")
-    assert output.spec == ("model", None)
+    assert output.spec == ("model", "batch")
     assert output.shard_shape == (12, 48)
     # The odd vocabulary puts the model axis on the hidden dimension.
-    assert plan.weight("token_embedding/embeddings").spec == (None, "model")
+    embedding = plan.weight("token_embedding/embeddings")
+    assert embedding.spec == ("batch", "model")
+    assert embedding.decision == "alternative"
     assert len(plan.fallbacks) == 6
 
 

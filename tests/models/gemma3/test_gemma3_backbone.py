@@ -326,3 +326,20 @@ def test_docstring_example_runs(documented):
     exec(compile(code, documented.__name__, "exec"), namespace)
     result = namespace.get("hidden_states", namespace.get("outputs"))
     assert result is not None and len(result.shape) == 3
+
+
+def test_lora_adapts_query_and_value_of_every_block():
+    model = Gemma3Backbone(**TINY, **GEMMA3_OPTIONS)
+    before = ops.convert_to_numpy(model(INPUTS))
+    model.enable_lora(2)
+    trainable = sorted(v.path for v in model.trainable_weights)
+    assert trainable == sorted(
+        f"decoder_block_{i}/attention/{kind}/lora_kernel_{ab}"
+        for i in range(2)
+        for kind in ("query", "value")
+        for ab in "ab"
+    )
+    # Adapters start at zero: the output is unchanged.
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(model(INPUTS)), before, atol=1e-6
+    )

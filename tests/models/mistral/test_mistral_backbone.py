@@ -1,6 +1,7 @@
 """MistralBackbone: paths, shapes, presets, config round trip, errors."""
 
 import re
+import textwrap
 
 import keras
 import numpy as np
@@ -220,3 +221,13 @@ def test_head_dim_lifts_the_divisibility_requirement():
         **dict(TINY, num_query_heads=5, num_key_value_heads=1, head_dim=8)
     )
     assert model(INPUTS).shape == (2, 6, 32)
+
+
+def test_docstring_example_runs():
+    """The class docstring's Example block runs as written."""
+    (block,) = re.findall(
+        r"```python\n(.*?)```", MistralBackbone.__doc__, re.DOTALL
+    )
+    namespace = {}
+    exec(textwrap.dedent(block), namespace)
+    assert tuple(namespace["hidden_states"].shape) == (2, 4, 32)

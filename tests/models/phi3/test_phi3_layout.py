@@ -97,13 +97,17 @@ def test_heads_that_do_not_divide_are_replicated_with_a_reason():
 def test_tiny_odd_vocabulary_and_four_heads_on_eight_devices():
     config = TINY["mha_4_4_su_odd_vocab"]
     plan = Phi3Backbone.plan_layout(mesh_dict((1, 8)), config=config)
-    assert plan.weight("token_embedding/embeddings").spec == (None, "model")
+    # The odd vocabulary leaves the model axis to the hidden dimension.
+    assert plan.weight("token_embedding/embeddings").spec == (
+        "batch",
+        "model",
+    )
     assert plan.weight("token_embedding/reverse_embeddings").spec == (
         "model",
-        None,
+        "batch",
     )
     output = plan.weight(ATTENTION + "attention_output/kernel")
-    assert output.spec == (None, None, None)
+    assert output.spec == (None, None, "batch")
     assert "dim 0 (heads, size 4)" in output.reason
     assert {w.path for w in plan.fallbacks} == {
         ATTENTION + f"{name}/kernel"

@@ -2,14 +2,9 @@
 
 keras-hub's Qwen attention has two paths. Where Keras offers flash
 attention (JAX, torch) it calls `ops.dot_product_attention` and silently
-drops the sliding window; elsewhere (TensorFlow) it masks the window
-explicitly. The two also differ on left-padded query rows, which attend to
-nothing: the fused path averages the values there, the explicit one gives
-zeros. Those rows feed no real token.
-
-So the oracle's path is pinned per test: the fused one (ours averages too)
-to compare every position, the explicit one, the only one that applies the
-window, to compare the real tokens.
+drops the sliding window; elsewhere (TensorFlow) it applies the window
+explicitly. Tests without a window compare against the backend's own path;
+window tests pin the explicit one, the only one that applies the window.
 """
 
 import keras
@@ -20,7 +15,6 @@ import pytest
 
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 from tests.models.backbone_checks import assert_matches_oracle
-from tests.models.backbone_checks import copy_weights_by_path
 from tests.models.backbone_checks import random_inputs
 
 VOCAB = 100
@@ -44,17 +38,11 @@ OPTIONS = {
 
 
 @pytest.fixture
-def oracle_path(monkeypatch):
-    """Pins keras-hub's Qwen attention to its fused or explicit path."""
-
-    def pin(fused):
-        monkeypatch.setattr(
-            keras_hub_qwen_attention,
-            "fused_attention_op_available",
-            lambda: fused,
-        )
-
-    return pin
+def explicit_oracle_path(monkeypatch):
+    """Pins keras-hub's Qwen attention to its explicit (windowed) path."""
+    monkeypatch.setattr(
+        keras_hub_qwen_attention, "fused_attention_op_available", lambda: False
+    )
 
 
 def make_config(heads, **options):
@@ -70,23 +58,9 @@ def make_config(heads, **options):
     )
 
 
-def assert_real_tokens_match(ours, oracle, inputs, atol=1e-5):
-    """Like `assert_matches_oracle`, on the positions of real tokens."""
-    copy_weights_by_path(oracle, ours)
-    expected = keras.ops.convert_to_numpy(oracle(inputs))
-    actual = keras.ops.convert_to_numpy(ours(inputs))
-    assert actual.shape == expected.shape
-    real = inputs["padding_mask"].astype(bool)
-    np.testing.assert_allclose(
-        actual[real], expected[real], atol=atol, rtol=atol
-    )
-    return float(np.max(np.abs(actual[real] - expected[real])))
-
-
 @pytest.mark.parametrize("option", list(OPTIONS))
 @pytest.mark.parametrize("heads", list(HEADS))
-def test_outputs_equal_keras_hub(heads, option, oracle_path):
-    oracle_path(fused=True)
+def test_outputs_equal_keras_hub(heads, option):
     config = make_config(heads, **OPTIONS[option])
     diff = assert_matches_oracle(
         QwenBackbone(**config),
@@ -108,8 +82,8 @@ def test_outputs_equal_keras_hub(heads, option, oracle_path):
         ("gqa_14_2", 32768, True),
     ],
 )
-def test_sliding_window_equals_keras_hub(heads, window, tied, oracle_path):
-    oracle_path(fused=False)
+@pytest.mark.usefixtures("explicit_oracle_path")
+def test_sliding_window_equals_keras_hub(heads, window, tied):
     config = make_config(
         heads,
         use_sliding_window_attention=True,
@@ -118,7 +92,7 @@ def test_sliding_window_equals_keras_hub(heads, window, tied, oracle_path):
     )
     inputs = random_inputs(VOCAB, batch=3, length=20)
     ours = QwenBackbone(**config)
-    diff = assert_real_tokens_match(
+    diff = assert_matches_oracle(
         ours, keras_hub.models.QwenBackbone(**config), inputs
     )
     print(f"qwen {heads} window={window} tied={tied}: max |diff| {diff:.2e}")
@@ -135,10 +109,10 @@ def test_sliding_window_equals_keras_hub(heads, window, tied, oracle_path):
         assert gap > 1e-3
 
 
-def test_explicit_path_without_window_equals_keras_hub(oracle_path):
-    oracle_path(fused=False)
+@pytest.mark.usefixtures("explicit_oracle_path")
+def test_explicit_path_without_window_equals_keras_hub():
     config = make_config("gqa_14_2", tie_word_embeddings=False)
-    diff = assert_real_tokens_match(
+    diff = assert_matches_oracle(
         QwenBackbone(**config),
         keras_hub.models.QwenBackbone(**config),
         random_inputs(VOCAB, batch=3, length=20),

@@ -1,0 +1,274 @@
+"""SparseMoE: routing math, variable names, keras-hub blocks, rules."""
+
+import re
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+from keras_hub.src.models.mixtral import mixtral_decoder
+from keras_hub.src.models.qwen3_moe import qwen3_moe_decoder
+
+from keras_nlp.distribution import DATA
+from keras_nlp.distribution import MODEL
+from keras_nlp.layers.layout_rules import sparse_moe_rules
+from keras_nlp.layers.sparse_moe import SparseMoE
+
+HIDDEN, WIDTH = 8, 6
+
+
+def inputs(batch=2, length=5, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(batch, length, HIDDEN)).astype("float32")
+
+
+def randomize(layer, seed=0):
+    rng = np.random.default_rng(seed)
+    for variable in layer.weights:
+        value = rng.normal(0, variable.shape[-2] ** -0.5, variable.shape)
+        variable.assign(value.astype("float32"))
+
+
+def numpy_moe(x, router, gate, intermediate, output, top_k, normalize):
+    """One token and one expert at a time, as the papers write it."""
+    silu = lambda z: z / (1 + np.exp(-z))  # noqa: E731
+    result = np.zeros_like(x)
+    for b in range(x.shape[0]):
+        for t in range(x.shape[1]):
+            token = x[b, t]
+            logits = token @ router
+            probabilities = np.exp(logits - logits.max())
+            probabilities /= probabilities.sum()
+            chosen = np.argsort(-probabilities)[:top_k]
+            weights = probabilities[chosen]
+            if normalize:
+                weights = weights / weights.sum()
+            for expert, weight in zip(chosen, weights, strict=True):
+                hidden = silu(token @ gate[expert]) * (
+                    token @ intermediate[expert]
+                )
+                result[b, t] += weight * (hidden @ output[expert])
+    return result
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("num_experts, top_k", [(4, 2), (3, 1), (5, 5)])
+def test_equals_a_per_token_loop(num_experts, top_k, normalize):
+    moe = SparseMoE(num_experts, WIDTH, top_k=top_k, normalize_top_k=normalize)
+    x = inputs()
+    moe.build(x.shape)
+    randomize(moe)
+    value = {v.path.rsplit("/", 1)[-1]: v.numpy() for v in moe.weights}
+    expected = numpy_moe(
+        x,
+        moe.router.kernel.numpy(),
+        value["expert_feedforward_gate_dense"],
+        value["expert_feedforward_intermediate_dense"],
+        value["expert_feedforward_output_dense"],
+        top_k,
+        normalize,
+    )
+    actual = keras.ops.convert_to_numpy(moe(x))
+    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
+
+
+def test_default_variable_paths_are_mixtral_s():
+    moe = SparseMoE(4, WIDTH, name="mixtral_sparse_moe_block")
+    moe.build((None, None, HIDDEN))
+    prefix = "mixtral_sparse_moe_block/"
+    assert {v.path: tuple(v.shape) for v in moe.weights} == {
+        prefix + "sparse_feedforward_gate_dense/kernel": (HIDDEN, 4),
+        prefix + "experts/expert_feedforward_gate_dense": (4, HIDDEN, WIDTH),
+        prefix + "experts/expert_feedforward_intermediate_dense": (
+            4,
+            HIDDEN,
+            WIDTH,
+        ),
+        prefix + "experts/expert_feedforward_output_dense": (4, WIDTH, HIDDEN),
+    }
+
+
+def test_sublayer_names_rename_the_paths():
+    names = {
+        "router": "router",
+        "experts": "bank",
+        "gate": "w_gate_up",
+        "output": "w_down",
+    }
+    moe = SparseMoE(
+        4,
+        WIDTH,
+        fused_gate_intermediate=True,
+        sublayer_names=names,
+        name="moe",
+    )
+    moe.build((None, None, HIDDEN))
+    assert {v.path: tuple(v.shape) for v in moe.weights} == {
+        "moe/router/kernel": (HIDDEN, 4),
+        "moe/bank/w_gate_up": (4, HIDDEN, 2 * WIDTH),
+        "moe/bank/w_down": (4, WIDTH, HIDDEN),
+    }
+    config = moe.get_config()
+    clone = SparseMoE.from_config(config)
+    assert clone.get_config() == config
+
+
+def test_fused_gate_intermediate_equals_separate_weights():
+    x = inputs()
+    separate = SparseMoE(4, WIDTH, top_k=2)
+    separate.build(x.shape)
+    randomize(separate)
+    fused = SparseMoE(4, WIDTH, top_k=2, fused_gate_intermediate=True)
+    fused.build(x.shape)
+    bank = separate.experts
+    fused.router.kernel.assign(separate.router.kernel)
+    fused.experts.gate.assign(
+        np.concatenate([bank.gate.numpy(), bank.intermediate.numpy()], -1)
+    )
+    fused.experts.output_kernel.assign(bank.output_kernel)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(fused(x)),
+        keras.ops.convert_to_numpy(separate(x)),
+        atol=1e-6,
+    )
+
+
+def copy_by_name(source, target):
+    """Copies weights by the last two path segments (block names differ)."""
+    targets = {"/".join(v.path.split("/")[-2:]): v for v in target.weights}
+    assert len(targets) == len(source.weights)
+    for variable in source.weights:
+        targets["/".join(variable.path.split("/")[-2:])].assign(variable)
+
+
+@pytest.mark.parametrize("num_experts, top_k", [(4, 2), (3, 1)])
+def test_equals_keras_hub_mixtral_block(num_experts, top_k):
+    x = inputs(length=7)
+    oracle = mixtral_decoder.MixtralSparseMoeBlock(
+        HIDDEN, WIDTH, num_experts, top_k=top_k
+    )
+    oracle.build(x.shape)
+    randomize(oracle)
+    ours = SparseMoE(num_experts, WIDTH, top_k=top_k)
+    ours.build(x.shape)
+    copy_by_name(oracle, ours)
+    expected, _ = oracle(x)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(ours(x)),
+        keras.ops.convert_to_numpy(expected),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+@pytest.mark.parametrize("normalize", [True, False])
+def test_fused_layout_equals_keras_hub_qwen3_moe_block(normalize):
+    x = inputs(length=7)
+    oracle = qwen3_moe_decoder.Qwen3SparseMoeBlock(
+        HIDDEN, WIDTH, num_experts=6, top_k=3, norm_top_k_prob=normalize
+    )
+    oracle.build(x.shape)
+    randomize(oracle)
+    ours = SparseMoE(
+        6,
+        WIDTH,
+        top_k=3,
+        normalize_top_k=normalize,
+        fused_gate_intermediate=True,
+    )
+    ours.build(x.shape)
+    copy_by_name(oracle, ours)
+    expected, _ = oracle(x)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(ours(x)),
+        keras.ops.convert_to_numpy(expected),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+
+
+def test_aux_loss_ignores_padding_and_only_in_training():
+    x = inputs()
+    moe = SparseMoE(4, WIDTH, top_k=2, router_aux_loss_coef=0.5)
+    moe.build(x.shape)
+    randomize(moe)
+    moe(x)
+    assert moe.losses == []
+    mask = np.ones((2, 5), "int32")
+    mask[1] = 0
+    moe(x, padding_mask=mask, training=True)
+    (masked,) = [float(loss) for loss in moe.losses]
+    moe(x[:1], training=True)
+    (first_row,) = [float(loss) for loss in moe.losses]
+    np.testing.assert_allclose(masked, first_row, rtol=1e-6)
+    # A uniform router sends each expert an equal share: the loss is 1.
+    moe.router.kernel.assign(np.zeros((HIDDEN, 4), "float32"))
+    moe(x, training=True)
+    (uniform,) = [float(loss) for loss in moe.losses]
+    np.testing.assert_allclose(uniform, 0.5, rtol=1e-6)
+
+
+def test_bfloat16_routes_in_float32():
+    moe = SparseMoE(4, WIDTH, dtype="bfloat16")
+    out = moe(inputs())
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(moe.router.kernel.dtype) == (
+        "bfloat16"
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(num_experts=0), ["num_experts=0", "positive integer"]),
+        (dict(top_k=5), ["top_k=5", "at most `num_experts` (4)"]),
+        (dict(top_k=0), ["top_k=0", "positive integer"]),
+        (dict(router_jitter_noise=1.5), ["router_jitter_noise=1.5", "[0, 1)"]),
+        (dict(sublayer_names={"gates": "x"}), ["gates", "valid keys"]),
+    ],
+)
+def test_invalid_arguments_are_named(kwargs, words):
+    arguments = dict(num_experts=4, intermediate_dim=WIDTH, top_k=2)
+    with pytest.raises(ValueError) as error:
+        SparseMoE(**{**arguments, **kwargs})
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_rules_follow_the_names():
+    rules = sparse_moe_rules("block/moe/")
+    assert rules == [
+        (
+            "block/moe/sparse_feedforward_gate_dense/kernel",
+            (None, None),
+            ("hidden", "experts"),
+        ),
+        (
+            "block/moe/experts/(expert_feedforward_gate_dense"
+            "|expert_feedforward_intermediate_dense)",
+            [(MODEL, DATA, None), (None, DATA, MODEL)],
+            ("experts", "hidden", "ffw"),
+        ),
+        (
+            "block/moe/experts/expert_feedforward_output_dense",
+            [(MODEL, None, DATA), (None, MODEL, DATA)],
+            ("experts", "ffw", "hidden"),
+        ),
+    ]
+    fused = sparse_moe_rules(
+        "moe/",
+        sublayer_names={"experts": "bank", "gate": "w_gate_up"},
+        fused_gate_intermediate=True,
+    )
+    assert [rule[0] for rule in fused] == [
+        "moe/sparse_feedforward_gate_dense/kernel",
+        "moe/bank/w_gate_up",
+        "moe/bank/expert_feedforward_output_dense",
+    ]
+
+
+def test_docstring_example_runs():
+    (block,) = re.findall(r"```python\n(.*?)```", SparseMoE.__doc__, re.DOTALL)
+    namespace = {}
+    exec(textwrap.dedent(block), namespace)
+    assert tuple(namespace["outputs"].shape) == (2, 5, 8)

@@ -1,0 +1,109 @@
+"""Falcon layouts: the full-size preset plan and tiny sharded builds."""
+
+import pytest
+
+from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
+from tests.models.backbone_checks import MESHES
+from tests.models.backbone_checks import assert_preset_plan_is_efficient
+from tests.models.backbone_checks import assert_sharded_build_matches_plan
+from tests.models.backbone_checks import mesh_dict
+
+pytestmark = pytest.mark.multi_device
+
+PRESET = "falcon_refinedweb_1b_en"
+# The preset is multi-head (32 heads) with a vocabulary divisible by 128.
+# The first tiny config keeps that; the second has an odd vocabulary and 6
+# heads, which no model axis above 2 divides.
+TINY = {
+    "falcon_like": dict(
+        vocabulary_size=256,
+        num_layers=2,
+        num_attention_heads=8,
+        hidden_dim=64,
+        intermediate_dim=128,
+    ),
+    "odd_vocab_6_heads": dict(
+        vocabulary_size=257,
+        num_layers=1,
+        num_attention_heads=6,
+        hidden_dim=48,
+        intermediate_dim=64,
+    ),
+}
+ATTENTION = "transformer_layer_0/attention/"
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
+def test_preset_plan_is_efficient(mesh_shape):
+    plan = assert_preset_plan_is_efficient(FalconBackbone, PRESET, mesh_shape)
+    # 32 heads, the widths and the vocabulary divide every mesh axis here.
+    assert not plan.fallbacks
+    assert plan.memory_ratio <= 1.02
+    # The flat output kernel shards heads * head_dim rows; each shard holds
+    # whole 64-wide heads, like the query, key and value kernels.
+    for i in range(24):
+        path = f"transformer_layer_{i}/attention/output_dense/kernel"
+        assert plan.weight(path).shard_shape[0] % 64 == 0
+
+
+def test_preset_exact_specs():
+    plan = FalconBackbone.plan_layout(mesh_dict((2, 4)), preset=PRESET)
+    block = "transformer_layer_11/"
+    attention = block + "attention/"
+    expected = {
+        "token_embedding/embeddings": ("model", "batch"),
+        attention + "query_dense/kernel": ("batch", "model", None),
+        attention + "query_dense/bias": ("model", None),
+        attention + "key_dense/kernel": ("batch", "model", None),
+        attention + "value_dense/bias": ("model", None),
+        attention + "output_dense/kernel": ("model", "batch"),
+        attention + "output_dense/bias": (None,),
+        block + "dense_h_to_4h/kernel": ("batch", "model"),
+        block + "dense_4h_to_h/kernel": ("model", "batch"),
+        block + "input_layernorm/gamma": (None,),
+        "final_layernorm/beta": (None,),
+    }
+    for path, spec in expected.items():
+        assert plan.weight(path).spec == spec, path
+    assert plan.weight(attention + "query_dense/kernel").shard_shape == (
+        1024,
+        8,
+        64,
+    )
+    assert plan.weight(attention + "output_dense/kernel").shard_shape == (
+        512,
+        1024,
+    )
+    assert plan.weight("token_embedding/embeddings").shard_shape == (
+        12576,
+        1024,
+    )
+
+
+def test_six_heads_fall_back_whole_on_a_model_axis_of_eight():
+    plan = FalconBackbone.plan_layout(
+        mesh_dict((1, 8)), config=TINY["odd_vocab_6_heads"]
+    )
+    for kind in ("query", "key", "value"):
+        kernel = plan.weight(ATTENTION + f"{kind}_dense/kernel")
+        assert kernel.shard_shape == (48, 6, 8)  # heads whole
+        heads = "kv_heads" if kind != "query" else "heads"
+        assert (
+            f"dim 1 ({heads}, size 6) is not divisible by 'model'"
+            in kernel.reason
+        )
+    # The flat output kernel's 48 rows divide by 8 although 6 heads do not:
+    # it is sharded, 6 rows (three quarters of an 8-wide head) per shard.
+    output = plan.weight(ATTENTION + "output_dense/kernel")
+    assert output.spec == ("model", "batch")
+    assert output.shard_shape == (6, 48)
+    # The odd vocabulary puts the model axis on the hidden dimension.
+    embedding = plan.weight("token_embedding/embeddings")
+    assert embedding.spec == ("batch", "model")
+    assert embedding.shard_shape == (257, 6)
+
+
+@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
+@pytest.mark.parametrize("name", list(TINY))
+def test_sharded_build_matches_plan(name, mesh_shape):
+    assert_sharded_build_matches_plan(FalconBackbone, TINY[name], mesh_shape)
