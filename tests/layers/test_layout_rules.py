@@ -16,10 +16,14 @@ def as_dict(rules):
 
 def test_token_embedding_rules_tied_and_untied():
     assert as_dict(token_embedding_rules("emb/", tied=True)) == {
-        "emb/embeddings": [(MODEL, DATA), (DATA, MODEL)]
+        "emb/embeddings": [(MODEL, DATA), (DATA, MODEL), (None, (DATA, MODEL))]
     }
     untied = as_dict(token_embedding_rules("emb/", tied=False))
-    assert untied["emb/reverse_embeddings"] == [(DATA, MODEL), (MODEL, DATA)]
+    assert untied["emb/reverse_embeddings"] == [
+        (DATA, MODEL),
+        (MODEL, DATA),
+        ((DATA, MODEL), None),
+    ]
 
 
 def test_attention_rules_match_the_layer_paths_once():

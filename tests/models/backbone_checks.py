@@ -19,6 +19,12 @@ import numpy as np
 
 # (batch, model) meshes every decoder backbone is checked on.
 MESHES = [(1, 2), (1, 4), (1, 8), (2, 4), (4, 2), (8, 1)]
+# Meshes on which sharded outputs are also compared with the unsharded
+# model: pure model parallelism (most fallbacks) and a mixed mesh. Each
+# comparison compiles the sharded forward pass (~2-3 s on 2 cores), which
+# on every mesh would double the suite's time; builds and layouts are
+# checked on every mesh.
+OUTPUT_MESHES = [(1, 8), (2, 4)]
 ONE_BILLION = 1_000_000_000
 RATIO_BOUND = 1.02
 
@@ -113,6 +119,8 @@ def assert_sharded_build_matches_plan(
 ):
     """Builds sharded, checks every spec against the plan and the output.
 
+    The output is compared with the unsharded model's on `OUTPUT_MESHES`.
+
     Returns:
         The sharded backbone's `LayoutPlan`.
     """
@@ -128,6 +136,8 @@ def assert_sharded_build_matches_plan(
             shard = variables[weight.path].value.addressable_shards[0].data
             assert tuple(shard.shape) == weight.shard_shape, weight.path
 
+    if tuple(mesh_shape) not in OUTPUT_MESHES:
+        return plan
     if inputs is None:
         inputs = random_inputs(config["vocabulary_size"])
     with distribution.scope():

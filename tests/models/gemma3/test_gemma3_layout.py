@@ -140,7 +140,7 @@ def test_gemma3_4b_kv_heads_fall_back_on_8_way_model_axis():
     [
         ((1, 2), ("batch", "model")),
         ((1, 8), ("batch", "model")),
-        ((2, 4), (None, "model")),
+        ((2, 4), (None, ("batch", "model"))),
         ((8, 1), ("model", "batch")),
     ],
     ids=str,
