@@ -152,6 +152,36 @@ class Backbone(keras.Model):
         if init is not None and not getattr(init, "_binds_layout", False):
             cls.__init__ = _binds_layout_before_init(init)
 
+    # === Graph ===
+
+    def _init_decoder_graph(self, embed, blocks, final_norm, **kwargs):
+        """Wires and initializes the functional model of a decoder stack.
+
+        `token_ids` -> `embed` -> each block (given the padding mask) ->
+        `final_norm`, with inputs `{"token_ids", "padding_mask"}`. Subclasses
+        call this instead of `super().__init__(inputs=..., outputs=...)`.
+
+        Args:
+            embed: callable mapping the symbolic `token_ids` to the first
+                hidden states (a layer, or a function of layers).
+            blocks: the decoder blocks, each called as
+                `block(x, padding_mask=padding_mask)`.
+            final_norm: the layer applied to the last block's output.
+            **kwargs: forwarded to `keras.Model.__init__` (`dtype`, `name`).
+        """
+        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
+        padding_mask = keras.Input(
+            shape=(None,), dtype="int32", name="padding_mask"
+        )
+        x = embed(token_ids)
+        for block in blocks:
+            x = block(x, padding_mask=padding_mask)
+        super().__init__(
+            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
+            outputs=final_norm(x),
+            **kwargs,
+        )
+
     # === Config ===
 
     def get_config(self):

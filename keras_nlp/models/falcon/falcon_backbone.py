@@ -171,17 +171,10 @@ class FalconBackbone(Backbone):
         )
 
         # === Functional graph ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        padding_mask = keras.Input(
-            shape=(None,), dtype="int32", name="padding_mask"
-        )
-        x = self.token_embedding(token_ids)
-        for block in self.transformer_layers:
-            x = block(x, padding_mask=padding_mask)
-        outputs = self.final_layernorm(x)
-        super().__init__(
-            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
-            outputs=outputs,
+        self._init_decoder_graph(
+            embed=self.token_embedding,
+            blocks=self.transformer_layers,
+            final_norm=self.final_layernorm,
             dtype=dtype,
             **kwargs,
         )

@@ -241,19 +241,15 @@ class GPT2Backbone(Backbone):
         )
 
         # === Functional graph ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        padding_mask = keras.Input(
-            shape=(None,), dtype="int32", name="padding_mask"
-        )
-        x = self.token_embedding(token_ids)
-        x = x + self.position_embedding(x)
-        x = self.embeddings_dropout(x)
-        for block in self.transformer_layers:
-            x = block(x, padding_mask=padding_mask)
-        outputs = self.layer_norm(x)
-        super().__init__(
-            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
-            outputs=outputs,
+        def embed(token_ids):
+            x = self.token_embedding(token_ids)
+            x = x + self.position_embedding(x)
+            return self.embeddings_dropout(x)
+
+        self._init_decoder_graph(
+            embed=embed,
+            blocks=self.transformer_layers,
+            final_norm=self.layer_norm,
             dtype=dtype,
             **kwargs,
         )

@@ -156,17 +156,10 @@ class LlamaBackbone(Backbone):
         )
 
         # === Functional graph ===
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        padding_mask = keras.Input(
-            shape=(None,), dtype="int32", name="padding_mask"
-        )
-        x = self.token_embedding(token_ids)
-        for block in self.transformer_layers:
-            x = block(x, padding_mask=padding_mask)
-        outputs = self.layer_norm(x)
-        super().__init__(
-            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
-            outputs=outputs,
+        self._init_decoder_graph(
+            embed=self.token_embedding,
+            blocks=self.transformer_layers,
+            final_norm=self.layer_norm,
             dtype=dtype,
             **kwargs,
         )
