@@ -119,8 +119,8 @@ def learned_position_decoder_rules(embeddings_prefix):
             embeddings_prefix + "token_embedding/",
             tied=True,
         ),
-        # Split like the token table: rows on the model axis, hidden on the
-        # data axis, so both embeddings of a token share its hidden layout.
+        # Rows on the model axis and hidden on the data axis, like the token
+        # table of a vocabulary that divides.
         (
             embeddings_prefix + "position_embedding/embeddings",
             [(MODEL, DATA), (DATA, MODEL)],

@@ -77,8 +77,6 @@ class QwenBackbone(Backbone):
                 "token_embedding/",
                 tied=config.get("tie_word_embeddings", True),
             ),
-            # The (heads, head_dim) biases also use the data axis, so a
-            # model axis of 1 does not leave them whole.
             *attention_rules(block + "self_attention/", use_bias=True),
             *feedforward_rules(block),
         ]
