@@ -96,27 +96,14 @@ class GemmaDecoderBlock(keras.layers.Layer):
 
         self.pre_attention_norm = norm("pre_attention_norm")
         # Created here (not in build) so invalid head ratios fail early.
-        self.attention = GemmaAttention(
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            head_dim=head_dim,
-            query_head_dim_normalize=query_head_dim_normalize,
-            logit_soft_cap=logit_soft_cap,
-            use_sliding_window_attention=use_sliding_window_attention,
-            sliding_window_size=sliding_window_size,
-            dropout=dropout,
-            dtype=self.dtype_policy,
-            name="attention",
-        )
+        self.attention = self._make_attention()
         self.post_attention_norm = (
             norm("post_attention_norm") if use_post_attention_norm else None
         )
         self.pre_ffw_norm = norm("pre_ffw_norm")
-        self.gating_ffw = dense(
-            "btd,df->btf", intermediate_dim // 2, "ffw_gating"
-        )
+        self.gating_ffw = dense("btd,df->btf", self._ffw_width(), "ffw_gating")
         self.gating_ffw_2 = dense(
-            "btd,df->btf", intermediate_dim // 2, "ffw_gating_2"
+            "btd,df->btf", self._ffw_width(), "ffw_gating_2"
         )
         self.ffw_linear = dense("btf,fd->btd", hidden_dim, "ffw_linear")
         self.post_ffw_norm = (
@@ -129,8 +116,27 @@ class GemmaDecoderBlock(keras.layers.Layer):
             rate=dropout, dtype=self.dtype_policy, name="ffw_dropout"
         )
 
+    def _ffw_width(self):
+        """Width of each feed-forward branch: half of `intermediate_dim`."""
+        return self.intermediate_dim // 2
+
+    def _make_attention(self):
+        """The attention sub-layer; variants (Gemma 3) override this."""
+        return GemmaAttention(
+            num_query_heads=self.num_query_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            head_dim=self.head_dim,
+            query_head_dim_normalize=self.query_head_dim_normalize,
+            logit_soft_cap=self.logit_soft_cap,
+            use_sliding_window_attention=self.use_sliding_window_attention,
+            sliding_window_size=self.sliding_window_size,
+            dropout=self.dropout,
+            dtype=self.dtype_policy,
+            name="attention",
+        )
+
     def build(self, input_shape):
-        ffw_shape = (*input_shape[:-1], self.intermediate_dim // 2)
+        ffw_shape = (*input_shape[:-1], self._ffw_width())
         self.pre_attention_norm.build(input_shape)
         self.attention.build(input_shape)
         if self.post_attention_norm is not None:

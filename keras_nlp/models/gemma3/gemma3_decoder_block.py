@@ -1,19 +1,12 @@
 """One Gemma 3 transformer block: attention and a GeGLU feed-forward."""
 
-import keras
 from keras import ops
 
-from keras_nlp.layers.zero_centered_rms_normalization import (
-    ZeroCenteredRMSNormalization,
-)
+from keras_nlp.models.gemma.gemma_decoder_block import GemmaDecoderBlock
 from keras_nlp.models.gemma3.gemma3_attention import Gemma3Attention
 
 
-# `GemmaDecoderBlock` hard-codes `GemmaAttention` and gating branches of
-# `intermediate_dim // 2`; Gemma 3 needs `Gemma3Attention` and branches of
-# `intermediate_dim`, so this block is its own layer with the same structure
-# and sub-layer names.
-class Gemma3DecoderBlock(keras.layers.Layer):
+class Gemma3DecoderBlock(GemmaDecoderBlock):
     """Gemma 2 style decoder block with Gemma 3 attention.
 
     Computes
@@ -99,88 +92,50 @@ class Gemma3DecoderBlock(keras.layers.Layer):
         dropout=0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.head_dim = head_dim
-        self.num_query_heads = num_query_heads
-        self.num_key_value_heads = num_key_value_heads
-        self.query_head_dim_normalize = query_head_dim_normalize
+        # Read by `_make_attention` during the parent's constructor.
         self.use_query_key_norm = use_query_key_norm
-        self.use_post_ffw_norm = use_post_ffw_norm
-        self.use_post_attention_norm = use_post_attention_norm
-        self.logit_soft_cap = logit_soft_cap
-        self.use_sliding_window_attention = use_sliding_window_attention
-        self.sliding_window_size = sliding_window_size
-        self.layer_norm_epsilon = layer_norm_epsilon
         self.rope_wavelength = rope_wavelength
         self.rope_scaling_factor = rope_scaling_factor
         self.use_bidirectional_attention = use_bidirectional_attention
-        self.dropout = dropout
-
-        def norm(name):
-            return ZeroCenteredRMSNormalization(
-                epsilon=layer_norm_epsilon, dtype=self.dtype_policy, name=name
-            )
-
-        def dense(equation, width, name):
-            return keras.layers.EinsumDense(
-                equation,
-                output_shape=(None, width),
-                dtype=self.dtype_policy,
-                name=name,
-            )
-
-        self.pre_attention_norm = norm("pre_attention_norm")
-        # Created here (not in build) so invalid head ratios fail early.
-        self.attention = Gemma3Attention(
+        super().__init__(
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            head_dim=head_dim,
             num_query_heads=num_query_heads,
             num_key_value_heads=num_key_value_heads,
-            head_dim=head_dim,
             query_head_dim_normalize=query_head_dim_normalize,
-            use_query_key_norm=use_query_key_norm,
-            layer_norm_epsilon=layer_norm_epsilon,
-            rope_wavelength=rope_wavelength,
-            rope_scaling_factor=rope_scaling_factor,
-            use_bidirectional_attention=use_bidirectional_attention,
+            use_post_ffw_norm=use_post_ffw_norm,
+            use_post_attention_norm=use_post_attention_norm,
             logit_soft_cap=logit_soft_cap,
             use_sliding_window_attention=use_sliding_window_attention,
             sliding_window_size=sliding_window_size,
+            layer_norm_epsilon=layer_norm_epsilon,
             dropout=dropout,
+            **kwargs,
+        )
+
+    def _ffw_width(self):
+        # Unlike Gemma, `intermediate_dim` is the width of each branch.
+        return self.intermediate_dim
+
+    def _make_attention(self):
+        return Gemma3Attention(
+            num_query_heads=self.num_query_heads,
+            num_key_value_heads=self.num_key_value_heads,
+            head_dim=self.head_dim,
+            query_head_dim_normalize=self.query_head_dim_normalize,
+            use_query_key_norm=self.use_query_key_norm,
+            layer_norm_epsilon=self.layer_norm_epsilon,
+            rope_wavelength=self.rope_wavelength,
+            rope_scaling_factor=self.rope_scaling_factor,
+            use_bidirectional_attention=self.use_bidirectional_attention,
+            logit_soft_cap=self.logit_soft_cap,
+            use_sliding_window_attention=self.use_sliding_window_attention,
+            sliding_window_size=self.sliding_window_size,
+            dropout=self.dropout,
             dtype=self.dtype_policy,
             name="attention",
         )
-        self.post_attention_norm = (
-            norm("post_attention_norm") if use_post_attention_norm else None
-        )
-        self.pre_ffw_norm = norm("pre_ffw_norm")
-        self.gating_ffw = dense("btd,df->btf", intermediate_dim, "ffw_gating")
-        self.gating_ffw_2 = dense(
-            "btd,df->btf", intermediate_dim, "ffw_gating_2"
-        )
-        self.ffw_linear = dense("btf,fd->btd", hidden_dim, "ffw_linear")
-        self.post_ffw_norm = (
-            norm("post_ffw_norm") if use_post_ffw_norm else None
-        )
-        self.attention_dropout = keras.layers.Dropout(
-            rate=dropout, dtype=self.dtype_policy, name="attention_dropout"
-        )
-        self.ffw_dropout = keras.layers.Dropout(
-            rate=dropout, dtype=self.dtype_policy, name="ffw_dropout"
-        )
-
-    def build(self, input_shape):
-        ffw_shape = (*input_shape[:-1], self.intermediate_dim)
-        self.pre_attention_norm.build(input_shape)
-        self.attention.build(input_shape)
-        if self.post_attention_norm is not None:
-            self.post_attention_norm.build(input_shape)
-        self.pre_ffw_norm.build(input_shape)
-        self.gating_ffw.build(input_shape)
-        self.gating_ffw_2.build(input_shape)
-        self.ffw_linear.build(ffw_shape)
-        if self.post_ffw_norm is not None:
-            self.post_ffw_norm.build(input_shape)
 
     def _attention_mask(self, inputs, padding_mask):
         """Boolean `(batch, seq, seq)` mask of allowed query/key pairs."""
@@ -198,54 +153,16 @@ class Gemma3DecoderBlock(keras.layers.Layer):
         keys = ops.cast(padding_mask, "bool")[:, None, :]
         return ops.logical_and(causal, keys)
 
-    def call(self, inputs, padding_mask=None, training=None):
-        mask = self._attention_mask(inputs, padding_mask)
-
-        x = self.pre_attention_norm(inputs)
-        x = self.attention(x, attention_mask=mask, training=training)
-        if self.post_attention_norm is not None:
-            x = self.post_attention_norm(x)
-        if self.dropout > 0:
-            x = self.attention_dropout(x, training=training)
-        residual = inputs + x
-
-        x = self.pre_ffw_norm(residual)
-        gate = keras.activations.gelu(self.gating_ffw(x), approximate=True)
-        x = self.ffw_linear(gate * self.gating_ffw_2(x))
-        if self.post_ffw_norm is not None:
-            x = self.post_ffw_norm(x)
-        if self.dropout > 0:
-            x = self.ffw_dropout(x, training=training)
-        return residual + x
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "head_dim": self.head_dim,
-                "num_query_heads": self.num_query_heads,
-                "num_key_value_heads": self.num_key_value_heads,
-                "query_head_dim_normalize": self.query_head_dim_normalize,
                 "use_query_key_norm": self.use_query_key_norm,
-                "use_post_ffw_norm": self.use_post_ffw_norm,
-                "use_post_attention_norm": self.use_post_attention_norm,
-                "logit_soft_cap": self.logit_soft_cap,
-                "use_sliding_window_attention": (
-                    self.use_sliding_window_attention
-                ),
-                "sliding_window_size": self.sliding_window_size,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
                 "rope_wavelength": self.rope_wavelength,
                 "rope_scaling_factor": self.rope_scaling_factor,
                 "use_bidirectional_attention": (
                     self.use_bidirectional_attention
                 ),
-                "dropout": self.dropout,
             }
         )
         return config
