@@ -8,7 +8,7 @@ import importlib
 
 from keras_nlp.version import __version__
 
-_SUBMODULES = ("distribution", "layers", "models")
+_SUBMODULES = ("distribution", "layers", "models", "saving")
 
 
 def __getattr__(name):
@@ -23,4 +23,4 @@ def __dir__():
     return sorted([*globals(), *_SUBMODULES])
 
 
-__all__ = ["distribution", "layers", "models", "__version__"]
+__all__ = ["distribution", "layers", "models", "saving", "__version__"]

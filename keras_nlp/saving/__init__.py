@@ -1,0 +1,24 @@
+"""Preset directories: `config.json`, `metadata.json` and the weights.
+
+The format is keras-hub's (see `Backbone.save_to_preset` and
+`Backbone.from_preset`): presets written by keras-hub for the same
+architecture load here, and loading fills sharded variables in place.
+"""
+
+from keras_nlp.saving.preset_config import PresetError
+from keras_nlp.saving.preset_config import read_backbone_config
+from keras_nlp.saving.preset_config import write_backbone_config
+from keras_nlp.saving.preset_weights import WeightsFile
+from keras_nlp.saving.preset_weights import check_weights
+from keras_nlp.saving.preset_weights import load_weights
+from keras_nlp.saving.preset_weights import write_weights
+
+__all__ = [
+    "PresetError",
+    "WeightsFile",
+    "check_weights",
+    "load_weights",
+    "read_backbone_config",
+    "write_backbone_config",
+    "write_weights",
+]

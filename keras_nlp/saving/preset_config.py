@@ -1,0 +1,174 @@
+"""The JSON files of a preset directory, read without running foreign code.
+
+A preset's `config.json` names the backbone class and its constructor
+arguments. Reading it never imports the `module` it names and never calls
+`keras.saving.deserialize_keras_object`: the class is looked up among this
+library's backbones by its registered name, and every argument must be plain
+JSON (the dtype policy is the one serialized object allowed).
+"""
+
+import datetime
+import inspect
+import json
+import os
+
+import keras
+
+from keras_nlp.version import __version__
+
+CONFIG_FILE = "config.json"
+METADATA_FILE = "metadata.json"
+WEIGHTS_FILE = "model.weights.h5"
+SHARDED_WEIGHTS_FILE = "model.weights.json"
+# Packages whose registered names load into our classes. keras-hub registers
+# every class under both of its names.
+REGISTERED_PACKAGES = ("keras_nlp", "keras_hub", "keras_nlp.models")
+SAVED_PACKAGE = "keras_nlp"
+_DTYPE_POLICY_CLASSES = ("DTypePolicy", "FloatDTypePolicy")
+
+
+class PresetError(ValueError):
+    """A preset directory that cannot be loaded as it is."""
+
+
+def _all_backbone_classes():
+    # Importing the models package registers every backbone class.
+    import keras_nlp.models  # noqa: F401
+    from keras_nlp.models.backbone import Backbone
+    from keras_nlp.models.backbone import _registered_backbones
+
+    return {cls.__name__: cls for cls in _registered_backbones(Backbone)}
+
+
+def read_json(path, what):
+    """Reads one JSON file of a preset, with errors naming the file."""
+    if not os.path.isfile(path):
+        raise PresetError(f"The preset has no {what}: {path} does not exist.")
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise PresetError(f"{path} is not valid JSON: {error}.") from error
+
+
+def _check_plain(value, where, path):
+    """Raises unless `value` is plain JSON data (no serialized objects)."""
+    if isinstance(value, dict):
+        if "class_name" in value or "registered_name" in value:
+            raise PresetError(
+                f"{path}: {where} is a serialized object "
+                f"({value.get('class_name')!r}). Backbone configs may only "
+                "hold numbers, strings, booleans, null and lists of them "
+                "(plus the dtype policy); nothing else is deserialized."
+            )
+        for key, item in value.items():
+            _check_plain(item, f"{where}.{key}", path)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_plain(item, f"{where}[{index}]", path)
+    elif not (value is None or isinstance(value, (bool, int, float, str))):
+        raise PresetError(
+            f"{path}: {where} has unsupported type {type(value).__name__}."
+        )
+
+
+def _deserialize_dtype(value, path):
+    if value is None or isinstance(value, str):
+        return value
+    if (
+        isinstance(value, dict)
+        and value.get("module") == "keras"
+        and value.get("class_name") in _DTYPE_POLICY_CLASSES
+        and isinstance(value.get("config"), dict)
+        and isinstance(value["config"].get("name"), str)
+    ):
+        return value["config"]["name"]
+    raise PresetError(
+        f"{path}: config.dtype must be a dtype name or a serialized Keras "
+        f"DTypePolicy ({', '.join(_DTYPE_POLICY_CLASSES)}); quantized "
+        f"policies are not supported. Received: {value!r}."
+    )
+
+
+def backbone_class_for(registered_name, class_name, path):
+    """Our backbone class for a registered name such as `keras_hub>X`."""
+    classes = _all_backbone_classes()
+    package, _, name = (registered_name or "").rpartition(">")
+    if package not in REGISTERED_PACKAGES or name not in classes:
+        known = ", ".join(sorted(classes))
+        raise PresetError(
+            f"{path} is for {registered_name!r} (class_name "
+            f"{class_name!r}), which is not a keras_nlp backbone. Loadable "
+            f"registered names are '<package>>Name' with package one of "
+            f"{', '.join(REGISTERED_PACKAGES)} and Name one of: {known}."
+        )
+    if class_name is not None and class_name != name:
+        raise PresetError(
+            f"{path}: class_name {class_name!r} does not match "
+            f"registered_name {registered_name!r}."
+        )
+    return classes[name]
+
+
+def read_backbone_config(preset_dir):
+    """Reads `config.json`: returns `(backbone class, constructor kwargs)`.
+
+    Raises:
+        PresetError: the file is missing or not JSON, names a class that is
+            not one of our backbones, or holds anything but plain arguments
+            of that class's constructor.
+    """
+    path = os.path.join(preset_dir, CONFIG_FILE)
+    data = read_json(path, CONFIG_FILE)
+    if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
+        raise PresetError(
+            f"{path} must be a serialized backbone: an object with "
+            "'class_name', 'registered_name' and a 'config' object."
+        )
+    cls = backbone_class_for(
+        data.get("registered_name"), data.get("class_name"), path
+    )
+    config = dict(data["config"])
+    dtype = config.pop("dtype", None)
+    for key, value in config.items():
+        _check_plain(value, f"config.{key}", path)
+    parameters = inspect.signature(cls.__init__).parameters
+    # `name` and `trainable` reach keras.Model through **kwargs.
+    known = [
+        name
+        for name, parameter in parameters.items()
+        if name != "self" and parameter.kind is not parameter.VAR_KEYWORD
+    ] + ["name", "trainable"]
+    unknown = sorted(set(config) - set(known))
+    if unknown:
+        raise PresetError(
+            f"{path}: {cls.__name__} has no argument(s) {unknown}. Its "
+            f"arguments are: {', '.join(known)}."
+        )
+    config["dtype"] = _deserialize_dtype(dtype, path)
+    return cls, config
+
+
+def write_backbone_config(backbone, preset_dir):
+    """Writes `config.json` and `metadata.json` for `backbone`."""
+    config = backbone.get_config()
+    # Weights are saved with LoRA merged, so the preset is a plain backbone.
+    for key in ("lora_rank", "lora_target_names"):
+        config.pop(key, None)
+    cls = type(backbone)
+    serialized = {
+        "module": cls.__module__,
+        "class_name": cls.__name__,
+        "config": config,
+        "registered_name": f"{SAVED_PACKAGE}>{cls.__name__}",
+    }
+    with open(os.path.join(preset_dir, CONFIG_FILE), "w") as file:
+        json.dump(serialized, file, indent=4)
+    metadata = {
+        "keras_version": keras.__version__,
+        "keras_nlp_version": __version__,
+        "parameter_count": int(backbone.count_params()),
+        "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
+    }
+    with open(os.path.join(preset_dir, METADATA_FILE), "w") as file:
+        json.dump(metadata, file, indent=4)

@@ -1,0 +1,119 @@
+"""Presets written by keras-hub's `save_to_preset` load into our backbones.
+
+keras-hub is a test-only oracle: it writes a tiny preset of the same class
+(with randomized weights), and ours must load it and give its outputs, also
+straight into the shards of a mesh.
+"""
+
+import re
+
+import keras
+import keras_hub
+import numpy as np
+import pytest
+
+from keras_nlp.models import Backbone
+from tests.models.backbone_checks import make_mesh
+from tests.models.backbone_checks import random_inputs
+from tests.models.tiny_configs import TINY_CONFIGS
+from tests.models.tiny_configs import tiny
+
+SHARED = sorted(
+    name for name in TINY_CONFIGS if hasattr(keras_hub.models, name)
+)
+
+
+def keras_hub_preset(name, path, seed=0, **save_kwargs):
+    """Saves a keras-hub backbone of `name`'s tiny config with random weights.
+
+    Returns:
+        `(config, keras-hub backbone)`.
+    """
+    _, config = tiny(name)
+    oracle = getattr(keras_hub.models, name)(**config)
+    rng = np.random.default_rng(seed)
+    for variable in oracle.weights:
+        # Constant-initialized scales and biases are randomized too, so a
+        # swapped or dropped one changes the outputs.
+        variable.assign(
+            rng.normal(0.0, 0.2, variable.shape).astype(variable.dtype)
+        )
+    oracle.save_to_preset(str(path), **save_kwargs)
+    return config, oracle
+
+
+def by_path_without_auto_suffixes(model):
+    """Variables grouped by path with `_N` suffixes dropped, in model order.
+
+    Auto-generated layer names (`mixtral_sparse_moe_block_1`) depend on how
+    many such layers the process made before.
+    """
+    grouped = {}
+    for variable in model.weights:
+        key = re.sub(r"_\d+(?=/|$)", "", variable.path)
+        grouped.setdefault(key, []).append(variable)
+    return grouped
+
+
+def real_tokens(inputs, outputs):
+    return np.asarray(outputs)[np.asarray(inputs["padding_mask"]).astype(bool)]
+
+
+def test_every_class_both_libraries_have_is_covered():
+    # Every backbone here except ours-only ones exists in keras-hub.
+    assert len(SHARED) >= 13, SHARED
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_keras_hub_preset_loads_with_the_same_outputs(name, tmp_path):
+    config, oracle = keras_hub_preset(name, tmp_path)
+    ours = Backbone.from_preset(str(tmp_path))
+    assert type(ours).__name__ == name
+    inputs = random_inputs(config["vocabulary_size"], batch=2, length=10)
+    expected = real_tokens(inputs, keras.ops.convert_to_numpy(oracle(inputs)))
+    actual = real_tokens(inputs, keras.ops.convert_to_numpy(ours(inputs)))
+    np.testing.assert_allclose(actual, expected, atol=2e-5, rtol=2e-5)
+    # Every weight came from the file, equal to keras-hub's.
+    theirs = by_path_without_auto_suffixes(oracle)
+    mine = by_path_without_auto_suffixes(ours)
+    assert sorted(mine) == sorted(theirs)
+    for path, variables in mine.items():
+        for variable, expected in zip(variables, theirs[path], strict=True):
+            np.testing.assert_array_equal(
+                keras.ops.convert_to_numpy(variable),
+                keras.ops.convert_to_numpy(expected),
+                err_msg=variable.path,
+            )
+
+
+@pytest.mark.multi_device
+@pytest.mark.parametrize(
+    "name, mesh_shape",
+    [("GemmaBackbone", (1, 8)), ("Llama3Backbone", (2, 4))],
+)
+def test_sharded_keras_hub_preset_loads_into_shards(name, mesh_shape, tmp_path):
+    # Tiny shards force keras-hub to write the sharded-weights variant.
+    config, oracle = keras_hub_preset(name, tmp_path, max_shard_size=0.00002)
+    assert (tmp_path / "model.weights.json").exists()
+    assert (tmp_path / "model_00001.weights.h5").exists()
+    backbone_cls = getattr(__import__("keras_nlp.models").models, name)
+    distribution = keras.distribution.ModelParallel(
+        layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
+        batch_dim_name="batch",
+    )
+    inputs = random_inputs(config["vocabulary_size"], batch=8, length=10)
+    with distribution.scope():
+        ours = backbone_cls.from_preset(str(tmp_path))
+        actual = keras.ops.convert_to_numpy(ours(inputs))
+    expected = keras.ops.convert_to_numpy(oracle(inputs))
+    np.testing.assert_allclose(
+        real_tokens(inputs, actual),
+        real_tokens(inputs, expected),
+        atol=2e-5,
+        rtol=2e-5,
+    )
+    planned = {w.path: w.spec for w in ours.layout_plan.weights}
+    for variable in ours.weights:
+        spec = tuple(variable.value.sharding.spec)
+        spec += (None,) * (len(variable.shape) - len(spec))
+        assert spec == planned[variable.path], variable.path
