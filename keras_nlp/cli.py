@@ -16,13 +16,17 @@ def _parser():
         "plan",
         help="show where every weight of a preset goes on a device mesh",
         description=(
-            "Resolve a built-in preset's layout rules against its real "
+            "Resolve a preset's layout rules (a built-in preset, or a "
+            "preset directory's config.json) against its real "
             "variable shapes on a mesh of the given shape (no devices are "
             "needed) and print the plan: per weight its shape, spec, shard "
             "shape and the reason for the decision, then the totals."
         ),
     )
-    plan.add_argument("preset", help="a built-in preset, e.g. gemma_2b_en")
+    plan.add_argument(
+        "preset",
+        help="a built-in preset, e.g. gemma_2b_en, or a preset directory",
+    )
     plan.add_argument(
         "--mesh",
         required=True,

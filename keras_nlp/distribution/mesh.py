@@ -50,17 +50,22 @@ class MeshShape:
 
     @classmethod
     def from_mesh(cls, mesh):
-        """A `MeshShape` from a `DeviceMesh`, a `MeshShape` or a dict."""
+        """A `MeshShape` from a `DeviceMesh`, a `MeshShape`, a dict or "2x4".
+
+        A string names (batch, model) sizes, as on the command line.
+        """
         if isinstance(mesh, MeshShape):
             return mesh
+        if isinstance(mesh, str):
+            return cls.parse(mesh)
         if isinstance(mesh, keras.distribution.DeviceMesh):
             return cls(tuple(mesh.shape), tuple(mesh.axis_names))
         if isinstance(mesh, dict):
             return cls(tuple(mesh.values()), tuple(mesh.keys()))
         raise ValueError(
-            "Expected a keras.distribution.DeviceMesh, a MeshShape or a dict "
-            "of axis name -> size. Received an object of type "
-            f"{type(mesh).__name__}: {mesh!r}."
+            "Expected a keras.distribution.DeviceMesh, a MeshShape, a dict "
+            "of axis name -> size or a 'BATCHxMODEL' string. Received an "
+            f"object of type {type(mesh).__name__}: {mesh!r}."
         )
 
     @classmethod

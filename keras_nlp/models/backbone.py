@@ -100,7 +100,10 @@ def _binds_layout_before_init(init):
                 lora["lora_rank"], lora.get("lora_target_names")
             )
         if plan is not None:
-            verify_layouts(self, plan, layout_map.device_mesh)
+            # A deferred build (from_preset) has no values yet; the loader
+            # verifies once it has filled them.
+            if not getattr(_construction, "deferred", False):
+                verify_layouts(self, plan, layout_map.device_mesh)
             self._layout_plan = plan
 
     __init__._binds_layout = True
@@ -180,11 +183,16 @@ class Backbone(keras.Model):
         x = embed(token_ids)
         for block in blocks:
             x = block(x, padding_mask=padding_mask)
+        dtype = kwargs.pop("dtype", None)
         super().__init__(
             inputs={"token_ids": token_ids, "padding_mask": padding_mask},
             outputs=final_norm(x),
             **kwargs,
         )
+        # Functional models drop `dtype`; the backbone's own policy is what
+        # `get_config` (and so a saved preset) records.
+        if dtype is not None:
+            self.dtype_policy = keras.dtype_policies.get(dtype)
 
     # === Config ===
 
@@ -309,7 +317,10 @@ class Backbone(keras.Model):
             layout_map.extend(plan)
         self._add_lora_adapters(rank, target_names)
         if plan is not None:
-            verify_layouts(self, plan, layout_map.device_mesh)
+            # A deferred build (from_preset) has no values yet; the loader
+            # verifies once it has filled them.
+            if not getattr(_construction, "deferred", False):
+                verify_layouts(self, plan, layout_map.device_mesh)
             self._layout_plan = plan
 
     def merge_lora(self):
@@ -481,12 +492,13 @@ class Backbone(keras.Model):
                 "the path of a preset directory."
             )
         config.update(kwargs)
-        backbone = owner.from_config(config)
-        if load_weights:
-            from keras_nlp.saving import load_weights as load_preset_weights
+        if not load_weights:
+            return owner.from_config(config)
+        from keras_nlp.saving import build_from_preset_weights
 
-            load_preset_weights(backbone, os.fspath(preset), verbose=verbose)
-        return backbone
+        return build_from_preset_weights(
+            lambda: owner.from_config(config), os.fspath(preset), verbose
+        )
 
     def save_to_preset(self, preset_dir, max_shard_size=10):
         """Saves the backbone as a preset directory in keras-hub's format.
@@ -524,6 +536,8 @@ class Backbone(keras.Model):
         """
         from keras_nlp.saving import write_backbone_config
         from keras_nlp.saving import write_weights
+        from keras_nlp.saving.preset_weights import is_writing_process
+        from keras_nlp.saving.preset_weights import sync_processes
 
         if (
             not isinstance(max_shard_size, (int, float))
@@ -539,10 +553,14 @@ class Backbone(keras.Model):
             raise ValueError(
                 f"save_to_preset needs a directory; {preset_dir!r} is a file."
             )
-        os.makedirs(preset_dir, exist_ok=True)
+        writing = is_writing_process()
+        if writing:
+            os.makedirs(preset_dir, exist_ok=True)
         # Config last: an interrupted save leaves no loadable preset behind.
         write_weights(self, preset_dir, max_shard_size=max_shard_size)
-        write_backbone_config(self, preset_dir)
+        if writing:
+            write_backbone_config(self, preset_dir)
+        sync_processes("keras_nlp.save_to_preset")
 
     # === Layouts ===
 

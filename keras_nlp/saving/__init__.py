@@ -9,6 +9,7 @@ from keras_nlp.saving.preset_config import PresetError
 from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_config import write_backbone_config
 from keras_nlp.saving.preset_weights import WeightsFile
+from keras_nlp.saving.preset_weights import build_from_preset_weights
 from keras_nlp.saving.preset_weights import check_weights
 from keras_nlp.saving.preset_weights import load_weights
 from keras_nlp.saving.preset_weights import write_weights
@@ -16,6 +17,7 @@ from keras_nlp.saving.preset_weights import write_weights
 __all__ = [
     "PresetError",
     "WeightsFile",
+    "build_from_preset_weights",
     "check_weights",
     "load_weights",
     "read_backbone_config",

@@ -97,15 +97,46 @@ def _dtype_name(value):
 
 
 def _to_numpy(value):
+    """The whole value on this host (gathered from other processes)."""
     if isinstance(value, keras.Variable):
         value = value.value
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if isinstance(value, jax.Array) and not value.is_fully_addressable:
+            from jax.experimental import multihost_utils
+
+            value = multihost_utils.process_allgather(value, tiled=True)
     return keras.ops.convert_to_numpy(value)
+
+
+def is_writing_process():
+    """Whether this process writes files (process 0 of a JAX cluster)."""
+    if keras.backend.backend() != "jax":
+        return True
+    import jax
+
+    return jax.process_index() == 0
+
+
+def sync_processes(name):
+    """Waits for every process of a JAX cluster (no-op in one process)."""
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if jax.process_count() > 1:
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices(name)
 
 
 class _ShardedWriter:
     """Writes datasets into files of at most `max_bytes` each."""
 
-    def __init__(self, preset_dir, max_bytes):
+    def __init__(self, preset_dir, max_bytes, active=True):
+        # Inactive writers (processes other than 0) only take part in the
+        # gathers and write nothing.
+        self.active = active
         self.preset_dir = preset_dir
         self.max_bytes = max_bytes
         self.sharded = max_bytes is not None
@@ -117,6 +148,8 @@ class _ShardedWriter:
         self._open_new()
 
     def _open_new(self):
+        if not self.active:
+            return
         if self.sharded:
             name = f"model_{len(self.files):05d}.weights.h5"
         else:
@@ -133,11 +166,15 @@ class _ShardedWriter:
 
     def group(self, path, name):
         vars_path = _join(path, "vars")
+        if not self.active:
+            return vars_path
         group = self.current.require_group(vars_path)
         group.attrs["name"] = name
         return vars_path
 
     def write(self, vars_path, key, value):
+        if not self.active:
+            return
         size = value.nbytes
         if (
             self.sharded
@@ -162,6 +199,8 @@ class _ShardedWriter:
             self.weight_map[f"/{vars_path}"] = names
 
     def close(self):
+        if not self.active:
+            return
         self.current.close()
         if self.sharded:
             index = {
@@ -203,8 +242,9 @@ def write_weights(model, preset_dir, max_shard_size=None):
     """Writes the weights of `model` into `preset_dir`, one tensor at a time.
 
     Sharded variables are gathered one at a time, so the host holds at most
-    one whole tensor besides the model. LoRA adapters are merged into their
-    kernels, as Keras's `save_weights` does.
+    one whole tensor besides the model. In a JAX cluster every process must
+    call this (the gathers are collective) and only process 0 writes. LoRA
+    adapters are merged into their kernels, as Keras's `save_weights` does.
 
     Args:
         model: a built `keras.Model`.
@@ -220,8 +260,10 @@ def write_weights(model, preset_dir, max_shard_size=None):
     max_bytes = None
     if max_shard_size is not None and total > max_shard_size * 1024**3:
         max_bytes = max_shard_size * 1024**3
-    _remove_old_weights(preset_dir)
-    writer = _ShardedWriter(preset_dir, max_bytes)
+    active = is_writing_process()
+    if active:
+        _remove_old_weights(preset_dir)
+    writer = _ShardedWriter(preset_dir, max_bytes, active=active)
     try:
         for path, saveable in saved_groups(model):
             name = getattr(saveable, "name", None)
@@ -552,31 +594,110 @@ def check_weights(model, weights):
     return pairs
 
 
-def _sharded_value(weights, entry, variable):
-    """Builds a variable's new value by reading only each device's slice."""
-    import jax
+def _device_value(weights, entry, variable):
+    """A variable's value read from the file, placed as its layout says.
 
-    sharding = variable.value.sharding
+    On JAX each device's slice is read on its own, straight into that
+    device's buffer (the previous slice is kept, so replicated dimensions
+    are read once); on other backends the tensor is read whole.
+    """
     dtype = _numpy_dtype(variable.dtype)
-    cache = {}
+    if keras.backend.backend() != "jax":
+        return weights.read(entry).astype(dtype, copy=False)
+    import jax
+    from keras.distribution import TensorLayout
+
+    variable._initialize_layout()
+    sharding = variable._layout
+    if isinstance(sharding, TensorLayout):
+        sharding = sharding.backend_layout
+    if sharding is None:
+        sharding = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    last = {}
 
     def read_slice(index):
         key = tuple((s.start, s.stop, s.step) for s in index)
-        if key not in cache:
-            cache[key] = weights.read(entry, index).astype(dtype, copy=False)
-        return cache[key]
+        if last.get("key") != key:
+            last.clear()
+            last["key"] = key
+            last["value"] = weights.read(entry, index).astype(dtype, copy=False)
+        return last["value"]
 
     return jax.make_array_from_callback(
         tuple(variable.shape), sharding, read_slice
     )
 
 
-def load_weights(model, preset_dir, verbose=False):
-    """Loads a preset's weights into a built `model`, checking them first.
+def _forget_deferred(model):
+    """Drops `model`'s variables from Keras's list of ones to initialize."""
+    from keras.src.backend.common import global_state
 
-    On JAX each variable is filled from the file slice by slice, straight
-    into the devices that hold it under the model's layout; no whole copy
-    of the model is ever made on the host.
+    pending = global_state.get_global_attribute("uninitialized_variables")
+    if pending:
+        ours = {id(v) for v in model.variables}
+        pending[:] = [v for v in pending if id(v) not in ours]
+
+
+def build_from_preset_weights(build, preset_dir, verbose=False):
+    """Builds a backbone whose variables are created from a preset's weights.
+
+    The backbone is built with deferred variables (nothing is allocated),
+    its weights are checked against the files, and each variable is then
+    created from its tensor, slice by slice on its devices under the
+    active layout. No random initialization happens and the host never
+    holds more than one tensor besides the model.
+
+    Args:
+        build: a callable returning the (unbuilt) backbone, e.g.
+            `lambda: GemmaBackbone.from_config(config)`.
+        preset_dir: the preset directory.
+        verbose: bool, show a progress bar.
+
+    Returns:
+        The backbone, verified against its layout plan when sharded.
+
+    Raises:
+        PresetError: see `WeightsFile` and `check_weights`.
+    """
+    from keras_nlp.distribution.layout_map import verify_layouts
+    from keras_nlp.models import backbone as backbone_module
+
+    construction = backbone_module._construction
+    with WeightsFile(preset_dir) as weights:
+        construction.deferred = True
+        try:
+            with keras.StatelessScope(initialize_variables=False):
+                model = build()
+        finally:
+            construction.deferred = False
+        try:
+            pairs = check_weights(model, weights)
+            if verbose:
+                from rich.progress import track
+
+                pairs = track(pairs, description=f"Loading {preset_dir}")
+            for variable, entry in pairs:
+                variable._initialize(_device_value(weights, entry, variable))
+                variable._initializer = None
+            # Variables no file holds (e.g. random seed states) start as
+            # their initializers say.
+            for variable in model.variables:
+                if variable._value is None:
+                    variable._deferred_initialize()
+        finally:
+            _forget_deferred(model)
+    plan = getattr(model, "_layout_plan", None)
+    layout_map = backbone_module._active_backbone_layout_map()
+    if plan is not None and layout_map is not None:
+        verify_layouts(model, plan, layout_map.device_mesh)
+    return model
+
+
+def load_weights(model, preset_dir, verbose=False):
+    """Loads a preset's weights into an already built `model`.
+
+    Every weight is checked before any is assigned; on JAX each variable's
+    new value is read slice by slice into the devices that hold it.
 
     Args:
         model: the built backbone.
@@ -584,10 +705,8 @@ def load_weights(model, preset_dir, verbose=False):
         verbose: bool, show a progress bar.
 
     Raises:
-        PresetError: see `WeightsFile` and `check_weights`. Nothing is
-            assigned unless every weight is present and well-formed.
+        PresetError: see `WeightsFile` and `check_weights`.
     """
-    jax_backend = keras.backend.backend() == "jax"
     with WeightsFile(preset_dir) as weights:
         pairs = check_weights(model, weights)
         if verbose:
@@ -595,8 +714,4 @@ def load_weights(model, preset_dir, verbose=False):
 
             pairs = track(pairs, description=f"Loading {preset_dir}")
         for variable, entry in pairs:
-            if jax_backend:
-                value = _sharded_value(weights, entry, variable)
-            else:
-                value = weights.read(entry)
-            variable.assign(value)
+            variable.assign(_device_value(weights, entry, variable))
