@@ -1,7 +1,10 @@
 """The `Example:` blocks of public docstrings run as written."""
 
+import os
 import re
 
+import keras
+import numpy as np
 import pytest
 
 from keras_nlp.distribution import LayoutPlan
@@ -15,6 +18,7 @@ pytestmark = pytest.mark.multi_device
 DOCUMENTED = {
     "Backbone.get_layout_map": Backbone.get_layout_map,
     "Backbone.from_preset": Backbone.from_preset,
+    "Backbone.save_to_preset": Backbone.save_to_preset,
     "GemmaBackbone": GemmaBackbone,
     "MeshShape": MeshShape,
     "LayoutPlan": LayoutPlan,
@@ -40,3 +44,18 @@ def test_docstring_example_runs(name):
         assert key.shape == (1, 2048, 256)
         assert key.spec == (None, "batch", None)
         assert plan.num_devices == 8
+    if name == "Backbone.from_preset":
+        loaded, original = namespace["loaded"], namespace["backbone"]
+        assert loaded.layout_plan.num_devices == 8
+        for mine, theirs in zip(loaded.weights, original.weights, strict=True):
+            np.testing.assert_array_equal(
+                keras.ops.convert_to_numpy(mine),
+                keras.ops.convert_to_numpy(theirs),
+            )
+    if name == "Backbone.save_to_preset":
+        # The tiny threshold wrote the sharded-weights variant.
+        path = namespace["path"]
+        assert os.path.exists(os.path.join(path, "model.weights.json"))
+        assert namespace["loaded"].count_params() == (
+            namespace["backbone"].count_params()
+        )

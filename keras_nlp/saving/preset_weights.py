@@ -28,6 +28,7 @@ from keras.src.utils import naming
 from keras_nlp.saving.preset_config import SHARDED_WEIGHTS_FILE
 from keras_nlp.saving.preset_config import WEIGHTS_FILE
 from keras_nlp.saving.preset_config import PresetError
+from keras_nlp.saving.preset_config import read_json
 
 _SHARD_FILE = re.compile(r"model_\d{5}\.weights\.h5")
 _LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
@@ -338,10 +339,10 @@ class WeightsFile:
             raise
 
     def _shard_filenames(self, index_path):
-        from keras_nlp.saving.preset_config import read_json
-
         index = read_json(index_path, SHARDED_WEIGHTS_FILE)
-        weight_map = index.get("weight_map") if isinstance(index, dict) else 0
+        weight_map = (
+            index.get("weight_map") if isinstance(index, dict) else None
+        )
         if not isinstance(weight_map, dict):
             raise PresetError(
                 f"{index_path} must hold an object with a 'weight_map' of "
@@ -628,6 +629,14 @@ def _device_value(weights, entry, variable):
     )
 
 
+def _with_progress(pairs, preset_dir, verbose):
+    if not verbose:
+        return pairs
+    from rich.progress import track
+
+    return track(pairs, description=f"Loading {preset_dir}")
+
+
 def _forget_deferred(model):
     """Drops `model`'s variables from Keras's list of ones to initialize."""
     from keras.src.backend.common import global_state
@@ -672,11 +681,7 @@ def build_from_preset_weights(build, preset_dir, verbose=False):
             construction.deferred = False
         try:
             pairs = check_weights(model, weights)
-            if verbose:
-                from rich.progress import track
-
-                pairs = track(pairs, description=f"Loading {preset_dir}")
-            for variable, entry in pairs:
+            for variable, entry in _with_progress(pairs, preset_dir, verbose):
                 variable._initialize(_device_value(weights, entry, variable))
                 variable._initializer = None
             # Variables no file holds (e.g. random seed states) start as
@@ -709,9 +714,5 @@ def load_weights(model, preset_dir, verbose=False):
     """
     with WeightsFile(preset_dir) as weights:
         pairs = check_weights(model, weights)
-        if verbose:
-            from rich.progress import track
-
-            pairs = track(pairs, description=f"Loading {preset_dir}")
-        for variable, entry in pairs:
+        for variable, entry in _with_progress(pairs, preset_dir, verbose):
             variable.assign(_device_value(weights, entry, variable))

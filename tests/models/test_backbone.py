@@ -21,6 +21,17 @@ def test_plan_layout_needs_a_config():
         GemmaBackbone.plan_layout({"batch": 1, "model": 2})
 
 
+def test_plan_layout_takes_a_mesh_string():
+    from_string = GemmaBackbone.plan_layout("2x4", preset="gemma_2b_en")
+    from_dict = GemmaBackbone.plan_layout(
+        {"batch": 2, "model": 4}, preset="gemma_2b_en"
+    )
+    assert from_string.mesh.shape == (2, 4)
+    assert from_string.memory_ratio == from_dict.memory_ratio
+    with pytest.raises(ValueError, match="Could not read the mesh shape"):
+        GemmaBackbone.plan_layout("2by4", preset="gemma_2b_en")
+
+
 def test_from_preset_refuses_weights_it_does_not_have():
     with pytest.raises(ValueError) as info:
         GemmaBackbone.from_preset("gemma_2b_en")
@@ -125,8 +136,8 @@ def test_backbone_without_rules_says_what_to_implement():
         RulelessBackbone.plan_layout({"batch": 1, "model": 2}, config={})
 
 
-def test_from_preset_on_a_directory_is_a_clear_error(tmp_path):
+def test_from_preset_on_an_empty_directory_is_a_clear_error(tmp_path):
     with pytest.raises(ValueError) as info:
         GemmaBackbone.from_preset(str(tmp_path))
-    assert "is a directory. Loading preset directories" in str(info.value)
-    assert "gemma_2b_en" in str(info.value)
+    message = str(info.value)
+    assert f"The preset has no config.json: {tmp_path}/config.json" in message
