@@ -18,17 +18,14 @@ Run: python benchmarks/collectives.py [--mesh 1x8 2x4] [--output out.md]
 
 import argparse
 import collections
-import os
 import re
 import time
 
 if __name__ == "__main__":
     # Fake devices must be requested before JAX is imported.
-    os.environ.setdefault("KERAS_BACKEND", "jax")
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    _FLAG = "--xla_force_host_platform_device_count=8"
-    if _FLAG not in os.environ.get("XLA_FLAGS", ""):
-        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}"
+    from _sharded_configs import setup_devices
+
+    setup_devices()
 
 KINDS = (
     "all-reduce",

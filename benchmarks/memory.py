@@ -14,15 +14,12 @@ Run: python benchmarks/memory.py [--mesh 1x2 2x4] [--preset gemma llama3]
     [--output benchmarks/memory.md]
 """
 
-import os
+if __name__ == "__main__":
+    # keras-hub's maps need real (fake CPU) devices for their DeviceMesh;
+    # they must be requested before JAX is imported.
+    from _sharded_configs import setup_devices
 
-# keras-hub's maps need real (fake CPU) devices for their DeviceMesh; the
-# flag only works if it is set before JAX is imported. Same as conftest.py.
-os.environ.setdefault("KERAS_BACKEND", "jax")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-_FLAG = "--xla_force_host_platform_device_count=8"
-if _FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}"
+    setup_devices()
 
 import argparse  # noqa: E402
 import collections  # noqa: E402
@@ -258,7 +255,8 @@ def device_mesh(mesh):
     if len(devices) < mesh.num_devices:
         raise SystemExit(
             f"Mesh {mesh.shape} needs {mesh.num_devices} devices; "
-            f"{len(devices)} found. Set XLA_FLAGS={_FLAG} before JAX is "
+            f"{len(devices)} found. Set XLA_FLAGS="
+            "--xla_force_host_platform_device_count=8 before JAX is "
             "imported."
         )
     return keras.distribution.DeviceMesh(

@@ -556,6 +556,10 @@ class Backbone(keras.Model):
         writing = is_writing_process()
         if writing:
             os.makedirs(preset_dir, exist_ok=True)
+            # An older config must not pair with half-written new weights.
+            old_config = os.path.join(preset_dir, "config.json")
+            if os.path.exists(old_config):
+                os.remove(old_config)
         # Config last: an interrupted save leaves no loadable preset behind.
         write_weights(self, preset_dir, max_shard_size=max_shard_size)
         if writing:

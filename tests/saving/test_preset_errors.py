@@ -155,27 +155,29 @@ def test_config_that_does_not_match_the_weights(preset):
     )
 
 
-def test_weight_with_the_wrong_shape(preset):
+@pytest.mark.parametrize(
+    "stored, problem",
+    [
+        (
+            np.zeros((2, 32, 8), "float32"),
+            "has shape (2, 32, 8), expected (1, 32, 8)",
+        ),
+        (
+            np.zeros((1, 32, 8), "int32"),
+            "has dtype int32, expected float32 (or another floating dtype)",
+        ),
+    ],
+    ids=["shape", "dtype"],
+)
+def test_weight_with_the_wrong_shape_or_dtype(preset, stored, problem):
     with h5py.File(preset / "model.weights.h5", "a") as h5:
         del h5[KEY_KERNEL]
-        h5[KEY_KERNEL] = np.zeros((2, 32, 8), "float32")
-    with pytest.raises(PresetError) as info:
-        Backbone.from_preset(str(preset))
-    assert (
-        "decoder_block_0/attention/key/kernel: model.weights.h5:"
-        f"{KEY_KERNEL} has shape (2, 32, 8), expected (1, 32, 8)"
-    ) in str(info.value)
-
-
-def test_weight_with_the_wrong_dtype(preset):
-    with h5py.File(preset / "model.weights.h5", "a") as h5:
-        del h5[KEY_KERNEL]
-        h5[KEY_KERNEL] = np.zeros((1, 32, 8), "int32")
+        h5[KEY_KERNEL] = stored
     with pytest.raises(PresetError) as info:
         Backbone.from_preset(str(preset))
     assert (
         f"decoder_block_0/attention/key/kernel: model.weights.h5:{KEY_KERNEL} "
-        "has dtype int32, expected float32 (or another floating dtype)"
+        f"{problem}"
     ) in str(info.value)
 
 
