@@ -4,9 +4,15 @@ Backbones declare `_layout_rules(config)` with the roles below; everything
 else lives here and in `Backbone.get_layout_map` / `Backbone.plan_layout`.
 """
 
+from keras_nlp.distribution import multihost
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.mesh import MeshShape
+from keras_nlp.distribution.multihost import ClusterError
+from keras_nlp.distribution.multihost import gather
+from keras_nlp.distribution.multihost import global_device_mesh
+from keras_nlp.distribution.multihost import make_global_batch
+from keras_nlp.distribution.multihost import process_batch_slice
 from keras_nlp.distribution.plan import Fallback
 from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
@@ -24,6 +30,7 @@ __all__ = [
     "DATA",
     "MODEL",
     "BackboneLayoutMap",
+    "ClusterError",
     "Fallback",
     "LayoutError",
     "LayoutPlan",
@@ -33,7 +40,12 @@ __all__ = [
     "VariableInfo",
     "WeightPlan",
     "abstract_variables",
+    "gather",
+    "global_device_mesh",
+    "make_global_batch",
+    "multihost",
     "normalize_rules",
+    "process_batch_slice",
     "resolve_layout",
     "verify_layouts",
 ]

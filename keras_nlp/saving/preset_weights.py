@@ -43,8 +43,12 @@ def _join(path, name):
 
 
 def _walk(saveable, path, visited, found):
-    """Lists `(group path, saveable)` in the order Keras saves them."""
-    if id(saveable) in visited:
+    """Lists `(group path, layer)` in the order Keras saves them.
+
+    Only layers: a compiled model's optimizer (and any other training
+    state) is not part of a preset.
+    """
+    if id(saveable) in visited or not isinstance(saveable, keras.Layer):
         return
     visited.add(id(saveable))
     found.append((path, saveable))
@@ -304,6 +308,12 @@ class _Entry:
         return f"{self.filename}:{self.key}"
 
 
+def _is_training_state(owner):
+    # Keras's `save_weights` of a compiled model also writes its optimizer;
+    # a preset's weights are the layers' only.
+    return owner.split("/", 1)[0] == "optimizer"
+
+
 class WeightsFile:
     """The datasets of a preset's weights, keyed by layer path and slot.
 
@@ -394,7 +404,11 @@ class WeightsFile:
                         name = name.decode()
                     if isinstance(name, str):
                         names[owner_path] = name
-                elif isinstance(item, h5py.Dataset) and slot.isdigit():
+                elif (
+                    isinstance(item, h5py.Dataset)
+                    and slot.isdigit()
+                    and not _is_training_state(owner)
+                ):
                     datasets[(owner, int(slot))] = _Entry(filename, item)
 
             try:

@@ -139,3 +139,18 @@ def test_load_weights_into_a_built_backbone(tmp_path):
     target = backbone_cls(**config)
     load_weights(target, str(tmp_path))
     assert_same_weights(target, original)
+
+
+def test_compiled_backbone_saves_and_loads_without_its_optimizer(tmp_path):
+    backbone_cls, config = tiny("GemmaBackbone")
+    backbone = randomized(backbone_cls, config)
+    backbone.compile(optimizer="adam", loss="mse")
+    inputs = random_inputs(config["vocabulary_size"], batch=2, length=4)
+    backbone.fit(inputs, np.zeros((2, 4, config["hidden_dim"])), verbose=0)
+    assert backbone.optimizer.variables
+    backbone.save_to_preset(str(tmp_path))
+    assert_same_weights(Backbone.from_preset(str(tmp_path)), backbone)
+    # Keras's own weights file of the compiled model holds the optimizer
+    # too; its training state is skipped, its layers load.
+    backbone.save_weights(str(tmp_path / "model.weights.h5"))
+    assert_same_weights(Backbone.from_preset(str(tmp_path)), backbone)
