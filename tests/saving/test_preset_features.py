@@ -1,4 +1,4 @@
-"""Preset directories: Keras compatibility, LoRA, dtypes, plans, progress."""
+"""Preset directories: LoRA, dtypes, shard files, plans, progress."""
 
 import json
 
@@ -10,22 +10,9 @@ from keras_nlp import cli
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
 from tests.models.backbone_checks import random_inputs
-from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import tiny
 from tests.saving.test_preset_round_trip import assert_same_weights
 from tests.saving.test_preset_round_trip import randomized
-
-
-@pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
-def test_weights_file_is_laid_out_as_keras_saves_it(name, tmp_path):
-    # Keras's own `load_weights` reads our file by its h5 keys, so the keys
-    # are exactly the ones Keras (and keras-hub) write.
-    backbone_cls, config = tiny(name)
-    original = randomized(backbone_cls, config)
-    original.save_to_preset(str(tmp_path))
-    fresh = backbone_cls(**config)
-    fresh.load_weights(str(tmp_path / "model.weights.h5"))
-    assert_same_weights(fresh, original)
 
 
 def test_lora_is_merged_into_a_plain_preset(tmp_path):

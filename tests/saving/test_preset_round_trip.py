@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from keras_nlp.models import Backbone
+from tests.models.backbone_checks import OUTPUT_MESHES
 from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import random_inputs
 from tests.models.backbone_checks import spec_of
@@ -80,6 +81,11 @@ def test_round_trip_unsharded(name, tmp_path):
     loaded = backbone_cls.from_preset(str(tmp_path))
     assert type(loaded) is backbone_cls
     assert_same_weights(loaded, original)
+    # Keras's own `load_weights` reads the file by its h5 keys, so the keys
+    # are exactly the ones Keras (and keras-hub) write.
+    keras_loaded = backbone_cls(**config)
+    keras_loaded.load_weights(str(tmp_path / "model.weights.h5"))
+    assert_same_weights(keras_loaded, original)
     inputs = random_inputs(config["vocabulary_size"], batch=2, length=8)
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(loaded(inputs)),
@@ -113,13 +119,17 @@ def test_preset_saved_on_one_mesh_loads_on_another(
     planned = {w.path: w.spec for w in plan.weights}
     assert {v.path: spec_of(v) for v in loaded.weights} == planned
 
-    inputs = random_inputs(config["vocabulary_size"], batch=8, length=8)
-    expected = keras.ops.convert_to_numpy(reference(inputs))
-    with in_scope(target_mesh).scope():
-        actual = keras.ops.convert_to_numpy(loaded(inputs))
-    # Same weights; a sharded forward pass only reorders float sums.
-    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
+    # Outputs on the meshes where every backbone's sharded forward pass is
+    # compared (a compile each); the weights above are checked everywhere.
+    if target_mesh in OUTPUT_MESHES:
+        inputs = random_inputs(config["vocabulary_size"], batch=8, length=8)
+        expected = keras.ops.convert_to_numpy(reference(inputs))
+        with in_scope(target_mesh).scope():
+            actual = keras.ops.convert_to_numpy(loaded(inputs))
+        # Same weights; a sharded forward pass only reorders float sums.
+        np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
 
-    # And back to no mesh at all.
-    unsharded = Backbone.from_preset(str(tmp_path))
-    assert_same_weights(unsharded, reference)
+    if source_mesh is not None:
+        # And back to no mesh at all.
+        unsharded = Backbone.from_preset(str(tmp_path))
+        assert_same_weights(unsharded, reference)
