@@ -397,7 +397,8 @@ class WeightsFile:
 
             def visit(key, item, filename=filename):
                 owner, _, slot = key.rpartition("/vars/")
-                if isinstance(item, h5py.Group) and key.endswith("vars"):
+                is_vars = key == "vars" or key.endswith("/vars")
+                if isinstance(item, h5py.Group) and is_vars:
                     name = item.attrs.get("name")
                     owner_path = key[: -len("vars")].rstrip("/")
                     if isinstance(name, bytes):
@@ -429,7 +430,6 @@ class WeightsFile:
                     f"{layer_path!r}: {other.describe()} and "
                     f"{entry.describe()}."
                 )
-            entry.layer_path = layer_path
             entries[(layer_path, slot)] = entry
         return entries
 
