@@ -1,16 +1,23 @@
-"""Numerical parity of keras_nlp's GPT-2 with keras-hub's (the oracle)."""
+"""Numerical parity of keras_nlp's GPT-2 and OPT with keras-hub's (oracle)."""
 
 import keras
 import keras_hub
 import numpy as np
 import pytest
 
-from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
 from tests.models.backbone_checks import assert_matches_oracle
 from tests.models.backbone_checks import copy_weights_by_path
 from tests.models.backbone_checks import random_inputs
+from tests.models.gpt2.test_gpt2_family import GPT2
+from tests.models.gpt2.test_gpt2_family import OPT
 
-VOCAB = 97  # odd, like GPT-2's 50257
+# family name -> (Family, vocabulary size, its own case). GPT-2's 50257 is
+# odd, OPT's 50272 a multiple of 32; the own cases have the presets' head
+# counts: GPT-2 XL's odd 25, OPT-125m's 12.
+FAMILIES = {
+    "gpt2": (GPT2, 97, "heads5_dropout"),
+    "opt": (OPT, 96, "heads12_dropout"),
+}
 # name -> (num_heads, hidden_dim, intermediate_dim, dropout,
 # max_sequence_length). keras-hub's attention takes its fused path with
 # dropout 0 and its own softmax otherwise: both are covered.
@@ -18,15 +25,22 @@ CASES = {
     "heads1": (1, 32, 64, 0.0, 16),
     "heads4": (4, 32, 48, 0.0, 16),
     "heads4_dropout": (4, 32, 48, 0.1, 16),
-    "heads5_dropout": (5, 40, 96, 0.1, 32),  # an odd head count, like 25
     "heads8_dropout": (8, 64, 128, 0.2, 12),
+    "heads5_dropout": (5, 40, 96, 0.1, 32),
+    "heads12_dropout": (12, 48, 96, 0.1, 32),
 }
+COMMON = ["heads1", "heads4", "heads4_dropout", "heads8_dropout"]
+FAMILY_CASES = [
+    (family, name)
+    for family, (_, _, own) in FAMILIES.items()
+    for name in [*COMMON, own]
+]
 
 
-def make_config(name):
+def make_config(family, name):
     num_heads, hidden_dim, intermediate_dim, dropout, length = CASES[name]
     return dict(
-        vocabulary_size=VOCAB,
+        vocabulary_size=FAMILIES[family][1],
         num_layers=2,
         num_heads=num_heads,
         hidden_dim=hidden_dim,
@@ -54,20 +68,21 @@ def sharpen(model, seed=0):
         variable.assign(value)
 
 
-def make_pair(config, seed=0):
+def make_pair(family, config, seed=0):
     keras.utils.set_random_seed(seed)
-    oracle = keras_hub.models.GPT2Backbone(**config)
+    backbone_cls = FAMILIES[family][0].backbone_cls
+    oracle = getattr(keras_hub.models, backbone_cls.__name__)(**config)
     sharpen(oracle, seed)
-    return oracle, GPT2Backbone(**config)
+    return oracle, backbone_cls(**config)
 
 
-@pytest.mark.parametrize("name", list(CASES))
-def test_matches_keras_hub(name):
-    config = make_config(name)
-    oracle, ours = make_pair(config)
-    inputs = random_inputs(VOCAB)
+@pytest.mark.parametrize("family, name", FAMILY_CASES)
+def test_matches_keras_hub(family, name):
+    config = make_config(family, name)
+    oracle, ours = make_pair(family, config)
+    inputs = random_inputs(config["vocabulary_size"])
     max_diff = assert_matches_oracle(ours, oracle, inputs)
-    print(f"{name}: max |ours - keras_hub| = {max_diff:.3e}")
+    print(f"{family} {name}: max |ours - keras_hub| = {max_diff:.3e}")
 
     # The tied embedding projects back to the same vocabulary logits.
     hidden = keras.ops.convert_to_numpy(ours(inputs))
@@ -81,39 +96,42 @@ def test_matches_keras_hub(name):
     )
 
 
-def test_training_mode_draws_dropout_masks():
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_training_mode_draws_dropout_masks(family):
     # Random masks differ between the two models, so only check that ours
     # runs in training and equals inference without dropout.
-    config = make_config("heads4_dropout")
-    oracle, ours = make_pair(config)
+    config = make_config(family, "heads4_dropout")
+    oracle, ours = make_pair(family, config)
     copy_weights_by_path(oracle, ours)
-    inputs = random_inputs(VOCAB)
+    inputs = random_inputs(config["vocabulary_size"])
     train = keras.ops.convert_to_numpy(ours(inputs, training=True))
     infer = keras.ops.convert_to_numpy(ours(inputs, training=False))
     assert np.all(np.isfinite(train))
     assert not np.allclose(train, infer)
 
 
-def break_activation(model):
+def break_activation(family, model):
+    # GPT-2 uses tanh GELU and OPT ReLU: exact GELU is wrong for both.
     for block in model.transformer_layers:
-        block._activation = keras.activations.gelu  # exact, not tanh
+        block._activation = keras.activations.gelu
 
 
-def shift_positions(model):
-    # OPT-style off-by-two positions: rows 2.. of the table for 0..
-    table = model.position_embedding.embeddings
+def shift_positions(family, model):
+    # OPT checkpoints' two-row offset: rows 2.. of the table for 0..
+    table = FAMILIES[family][0].position_table(model)
     values = keras.ops.convert_to_numpy(table)
     table.assign(np.concatenate([values[2:], values[:2]]))
 
 
 @pytest.mark.parametrize("mistake", [break_activation, shift_positions])
-def test_the_comparison_detects_mistakes(mistake):
-    """The check above is sharp enough to see a wrong GELU or position."""
-    config = make_config("heads4_dropout")
-    oracle, ours = make_pair(config)
-    inputs = random_inputs(VOCAB)
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_the_comparison_detects_mistakes(family, mistake):
+    """The check above is sharp enough to see a wrong activation or offset."""
+    config = make_config(family, "heads4_dropout")
+    oracle, ours = make_pair(family, config)
+    inputs = random_inputs(config["vocabulary_size"])
     assert_matches_oracle(ours, oracle, inputs)
-    mistake(ours)
+    mistake(family, ours)
     real = inputs["padding_mask"].astype(bool)
     with pytest.raises(AssertionError):
         np.testing.assert_allclose(
