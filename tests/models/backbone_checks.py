@@ -190,3 +190,63 @@ def assert_matches_oracle(ours, oracle, inputs, atol=1e-5):
         actual[real], expected[real], atol=atol, rtol=atol
     )
     return float(np.max(np.abs(actual[real] - expected[real])))
+
+
+def assert_config_round_trip(backbone_cls, config, inputs, name="my_backbone"):
+    """`get_config` keeps every argument; `from_config` rebuilds the same.
+
+    Returns:
+        The backbone built from `config`.
+    """
+    model = backbone_cls(**config, name=name)
+    saved = model.get_config()
+    for key, value in config.items():
+        assert saved[key] == value, key
+    assert saved["name"] == name
+    assert "dtype" in saved and "trainable" in saved
+    clone = backbone_cls.from_config(saved)
+    assert clone.get_config() == saved
+    clone.set_weights(model.get_weights())
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(clone(inputs)),
+        keras.ops.convert_to_numpy(model(inputs)),
+    )
+    return model
+
+
+def assert_output_shape_and_bfloat16(backbone_cls, config, inputs):
+    """Output is (batch, length, hidden); bfloat16 weights and outputs."""
+    batch, length = inputs["token_ids"].shape
+    model = backbone_cls(**config)
+    out = model(inputs)
+    assert tuple(out.shape) == (batch, length, config["hidden_dim"])
+    assert set(model.input) == {"token_ids", "padding_mask"}
+
+    model = backbone_cls(**config, dtype="bfloat16")
+    out = model(inputs)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert all(
+        keras.backend.standardize_dtype(v.dtype) == "bfloat16"
+        for v in model.weights
+    )
+    as_float = keras.ops.cast(out, "float32")
+    assert np.all(np.isfinite(keras.ops.convert_to_numpy(as_float)))
+
+
+def assert_left_padding_is_invisible(model, inputs, row, pad, atol=1e-5):
+    """Row `row`, left-padded by `pad`, equals its unpadded run."""
+    padded = keras.ops.convert_to_numpy(model(inputs))
+    unpadded = keras.ops.convert_to_numpy(
+        model({k: v[row : row + 1, pad:] for k, v in inputs.items()})
+    )
+    np.testing.assert_allclose(padded[row : row + 1, pad:], unpadded, atol=atol)
+
+
+def assert_causal(model, inputs, new_token=11):
+    """Changing the last token changes only the last position."""
+    changed = {k: v.copy() for k, v in inputs.items()}
+    changed["token_ids"][:, -1] = new_token
+    before = keras.ops.convert_to_numpy(model(inputs))
+    after = keras.ops.convert_to_numpy(model(changed))
+    np.testing.assert_array_equal(before[:, :-1], after[:, :-1])
+    assert not np.allclose(before[:, -1], after[:, -1])

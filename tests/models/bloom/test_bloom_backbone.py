@@ -1,11 +1,14 @@
 import re
 
-import keras
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
+from tests.models.backbone_checks import assert_causal
+from tests.models.backbone_checks import assert_config_round_trip
+from tests.models.backbone_checks import assert_left_padding_is_invisible
+from tests.models.backbone_checks import assert_output_shape_and_bfloat16
 
 TINY = dict(
     vocabulary_size=64,
@@ -113,60 +116,24 @@ def test_preset_configs():
 
 def test_config_round_trip():
     options = dict(dropout=0.1, layer_norm_epsilon=1e-4)
-    model = BloomBackbone(**TINY, **options, name="my_bloom")
-    config = model.get_config()
-    for key, value in {**TINY, **options}.items():
-        assert config[key] == value
-    assert config["name"] == "my_bloom"
-    assert "dtype" in config and "trainable" in config
-
-    clone = BloomBackbone.from_config(config)
-    assert clone.get_config() == config
-    clone.set_weights(model.get_weights())
-    np.testing.assert_array_equal(
-        ops.convert_to_numpy(clone(INPUTS)), ops.convert_to_numpy(model(INPUTS))
+    assert_config_round_trip(
+        BloomBackbone, {**TINY, **options}, INPUTS, name="my_bloom"
     )
 
 
 def test_output_shape_and_dtype_policy():
-    model = BloomBackbone(**TINY)
-    out = model(INPUTS)
-    assert tuple(out.shape) == (2, 5, 32)
-    assert set(model.input) == {"token_ids", "padding_mask"}
-
-    model = BloomBackbone(**TINY, dtype="bfloat16")
-    out = model(INPUTS)
-    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    assert all(
-        keras.backend.standardize_dtype(v.dtype) == "bfloat16"
-        for v in model.weights
-    )
-    assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(out, "float32"))))
+    assert_output_shape_and_bfloat16(BloomBackbone, TINY, INPUTS)
 
 
 def test_left_padding_does_not_change_real_tokens():
-    model = BloomBackbone(**TINY)
-    padded = ops.convert_to_numpy(model(INPUTS))
-    unpadded = ops.convert_to_numpy(
-        model(
-            {
-                "token_ids": INPUTS["token_ids"][1:, 2:],
-                "padding_mask": INPUTS["padding_mask"][1:, 2:],
-            }
-        )
-    )
     # ALiBi depends on the query-key distance only.
-    np.testing.assert_allclose(padded[1:, 2:], unpadded, atol=1e-5)
+    assert_left_padding_is_invisible(
+        BloomBackbone(**TINY), INPUTS, row=1, pad=2
+    )
 
 
 def test_causal():
-    model = BloomBackbone(**TINY)
-    changed = {k: v.copy() for k, v in INPUTS.items()}
-    changed["token_ids"][:, -1] = 11
-    before = ops.convert_to_numpy(model(INPUTS))
-    after = ops.convert_to_numpy(model(changed))
-    np.testing.assert_array_equal(before[:, :-1], after[:, :-1])
-    assert not np.allclose(before[:, -1], after[:, -1])
+    assert_causal(BloomBackbone(**TINY), INPUTS)
 
 
 @pytest.mark.parametrize(

@@ -1,11 +1,14 @@
 import re
 
-import keras
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
+from tests.models.backbone_checks import assert_causal
+from tests.models.backbone_checks import assert_config_round_trip
+from tests.models.backbone_checks import assert_left_padding_is_invisible
+from tests.models.backbone_checks import assert_output_shape_and_bfloat16
 
 TINY = dict(
     vocabulary_size=64,
@@ -91,60 +94,24 @@ def test_config_round_trip():
         attention_dropout_rate=0.1,
         feedforward_dropout_rate=0.2,
     )
-    model = FalconBackbone(**TINY, **options, name="my_falcon")
-    config = model.get_config()
-    for key, value in {**TINY, **options}.items():
-        assert config[key] == value
-    assert config["name"] == "my_falcon"
-    assert "dtype" in config and "trainable" in config
-
-    clone = FalconBackbone.from_config(config)
-    assert clone.get_config() == config
-    clone.set_weights(model.get_weights())
-    np.testing.assert_array_equal(
-        ops.convert_to_numpy(clone(INPUTS)), ops.convert_to_numpy(model(INPUTS))
+    assert_config_round_trip(
+        FalconBackbone, {**TINY, **options}, INPUTS, name="my_falcon"
     )
 
 
 def test_output_shape_and_dtype_policy():
-    model = FalconBackbone(**TINY)
-    out = model(INPUTS)
-    assert tuple(out.shape) == (2, 5, 32)
-    assert set(model.input) == {"token_ids", "padding_mask"}
-
-    model = FalconBackbone(**TINY, dtype="bfloat16")
-    out = model(INPUTS)
-    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    assert all(
-        keras.backend.standardize_dtype(v.dtype) == "bfloat16"
-        for v in model.weights
-    )
-    assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(out, "float32"))))
+    assert_output_shape_and_bfloat16(FalconBackbone, TINY, INPUTS)
 
 
 def test_left_padding_does_not_change_real_tokens():
-    model = FalconBackbone(**TINY)
-    padded = ops.convert_to_numpy(model(INPUTS))
-    unpadded = ops.convert_to_numpy(
-        model(
-            {
-                "token_ids": INPUTS["token_ids"][1:, 2:],
-                "padding_mask": INPUTS["padding_mask"][1:, 2:],
-            }
-        )
-    )
     # ALiBi depends on the query-key distance only.
-    np.testing.assert_allclose(padded[1:, 2:], unpadded, atol=1e-5)
+    assert_left_padding_is_invisible(
+        FalconBackbone(**TINY), INPUTS, row=1, pad=2
+    )
 
 
 def test_causal():
-    model = FalconBackbone(**TINY)
-    changed = {k: v.copy() for k, v in INPUTS.items()}
-    changed["token_ids"][:, -1] = 11
-    before = ops.convert_to_numpy(model(INPUTS))
-    after = ops.convert_to_numpy(model(changed))
-    np.testing.assert_array_equal(before[:, :-1], after[:, :-1])
-    assert not np.allclose(before[:, -1], after[:, -1])
+    assert_causal(FalconBackbone(**TINY), INPUTS)
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,3 @@
-import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -6,6 +5,9 @@ from keras import ops
 from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
+from tests.models.backbone_checks import assert_config_round_trip
+from tests.models.backbone_checks import assert_left_padding_is_invisible
+from tests.models.backbone_checks import assert_output_shape_and_bfloat16
 
 TINY = dict(
     vocabulary_size=64,
@@ -126,50 +128,20 @@ def test_config_round_trip(rotary_percentage):
         max_sequence_length=64,
         dropout=0.1,
     )
-    model = GPTNeoXBackbone(**TINY, **options, name="my_neox")
-    config = model.get_config()
-    for key, value in {**TINY, **options}.items():
-        assert config[key] == value
-    assert config["name"] == "my_neox"
-    assert "dtype" in config and "trainable" in config
-
-    clone = GPTNeoXBackbone.from_config(config)
-    assert clone.get_config() == config
-    clone.set_weights(model.get_weights())
-    np.testing.assert_array_equal(
-        ops.convert_to_numpy(clone(INPUTS)), ops.convert_to_numpy(model(INPUTS))
+    assert_config_round_trip(
+        GPTNeoXBackbone, {**TINY, **options}, INPUTS, name="my_neox"
     )
 
 
 def test_output_shape_and_dtype_policy():
-    model = GPTNeoXBackbone(**TINY)
-    out = model(INPUTS)
-    assert tuple(out.shape) == (2, 5, 32)
-    assert set(model.input) == {"token_ids", "padding_mask"}
-
-    model = GPTNeoXBackbone(**TINY, dtype="bfloat16")
-    out = model(INPUTS)
-    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    assert all(
-        keras.backend.standardize_dtype(v.dtype) == "bfloat16"
-        for v in model.weights
-    )
-    assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(out, "float32"))))
+    assert_output_shape_and_bfloat16(GPTNeoXBackbone, TINY, INPUTS)
 
 
 def test_left_padding_does_not_change_real_tokens():
-    model = GPTNeoXBackbone(**TINY)
-    padded = ops.convert_to_numpy(model(INPUTS))
-    unpadded = ops.convert_to_numpy(
-        model(
-            {
-                "token_ids": INPUTS["token_ids"][1:, 2:],
-                "padding_mask": INPUTS["padding_mask"][1:, 2:],
-            }
-        )
-    )
     # RoPE only sees relative positions in the attention scores.
-    np.testing.assert_allclose(padded[1:, 2:], unpadded, atol=1e-5)
+    assert_left_padding_is_invisible(
+        GPTNeoXBackbone(**TINY), INPUTS, row=1, pad=2
+    )
 
 
 def test_causal():
