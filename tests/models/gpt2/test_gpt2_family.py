@@ -7,13 +7,14 @@ Model-specific tests (presets, parameter counts) stay in each model's file.
 
 import dataclasses
 
-import keras
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
+from tests.models.backbone_checks import assert_config_round_trip
+from tests.models.backbone_checks import assert_output_shape_and_bfloat16
 
 TINY = dict(
     vocabulary_size=97,
@@ -106,19 +107,7 @@ def test_variable_paths_and_shapes(family):
 @pytest.mark.parametrize("dropout", [0.0, 0.1])
 def test_config_round_trip(family, dropout):
     options = dict(TINY, dropout=dropout, max_sequence_length=24)
-    model = family.backbone_cls(**options, name="my_model")
-    config = model.get_config()
-    for key, value in options.items():
-        assert config[key] == value
-    assert config["name"] == "my_model"
-    assert "dtype" in config and "trainable" in config
-
-    clone = family.backbone_cls.from_config(config)
-    assert clone.get_config() == config
-    clone.set_weights(model.get_weights())
-    np.testing.assert_array_equal(
-        ops.convert_to_numpy(clone(INPUTS)), ops.convert_to_numpy(model(INPUTS))
-    )
+    assert_config_round_trip(family.backbone_cls, options, INPUTS)
 
 
 def test_defaults_are_keras_hubs(family):
@@ -134,19 +123,7 @@ def test_defaults_are_keras_hubs(family):
 
 
 def test_output_shape_and_dtype_policy(family):
-    model = family.backbone_cls(**TINY)
-    out = model(INPUTS)
-    assert tuple(out.shape) == (2, 5, 32)
-    assert set(model.input) == {"token_ids", "padding_mask"}
-
-    model = family.backbone_cls(**TINY, dtype="bfloat16")
-    out = model(INPUTS)
-    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    assert all(
-        keras.backend.standardize_dtype(v.dtype) == "bfloat16"
-        for v in model.weights
-    )
-    assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(out, "float32"))))
+    assert_output_shape_and_bfloat16(family.backbone_cls, TINY, INPUTS)
 
 
 def test_tied_logits(family):
