@@ -534,10 +534,9 @@ class Backbone(keras.Model):
         loaded = keras_nlp.models.LlamaBackbone.from_preset(path)
         ```
         """
+        from keras_nlp.distribution import multihost
         from keras_nlp.saving import write_backbone_config
         from keras_nlp.saving import write_weights
-        from keras_nlp.saving.preset_weights import is_writing_process
-        from keras_nlp.saving.preset_weights import sync_processes
 
         if (
             not isinstance(max_shard_size, (int, float))
@@ -553,7 +552,7 @@ class Backbone(keras.Model):
             raise ValueError(
                 f"save_to_preset needs a directory; {preset_dir!r} is a file."
             )
-        writing = is_writing_process()
+        writing = multihost.is_main_process()
         if writing:
             os.makedirs(preset_dir, exist_ok=True)
             # An older config must not pair with half-written new weights.
@@ -564,7 +563,7 @@ class Backbone(keras.Model):
         write_weights(self, preset_dir, max_shard_size=max_shard_size)
         if writing:
             write_backbone_config(self, preset_dir)
-        sync_processes("keras_nlp.save_to_preset")
+        multihost.barrier("keras_nlp.save_to_preset")
 
     # === Layouts ===
 

@@ -25,6 +25,7 @@ from keras.src.saving import saving_lib
 from keras.src.saving.keras_saveable import KerasSaveable
 from keras.src.utils import naming
 
+from keras_nlp.distribution import multihost
 from keras_nlp.saving.preset_config import SHARDED_WEIGHTS_FILE
 from keras_nlp.saving.preset_config import WEIGHTS_FILE
 from keras_nlp.saving.preset_config import PresetError
@@ -99,40 +100,6 @@ def _own_variables(layer):
 
 def _dtype_name(value):
     return keras.backend.standardize_dtype(value.dtype)
-
-
-def _to_numpy(value):
-    """The whole value on this host (gathered from other processes)."""
-    if isinstance(value, keras.Variable):
-        value = value.value
-    if keras.backend.backend() == "jax":
-        import jax
-
-        if isinstance(value, jax.Array) and not value.is_fully_addressable:
-            from jax.experimental import multihost_utils
-
-            value = multihost_utils.process_allgather(value, tiled=True)
-    return keras.ops.convert_to_numpy(value)
-
-
-def is_writing_process():
-    """Whether this process writes files (process 0 of a JAX cluster)."""
-    if keras.backend.backend() != "jax":
-        return True
-    import jax
-
-    return jax.process_index() == 0
-
-
-def sync_processes(name):
-    """Waits for every process of a JAX cluster (no-op in one process)."""
-    if keras.backend.backend() == "jax":
-        import jax
-
-        if jax.process_count() > 1:
-            from jax.experimental import multihost_utils
-
-            multihost_utils.sync_global_devices(name)
 
 
 class _ShardedWriter:
@@ -265,7 +232,7 @@ def write_weights(model, preset_dir, max_shard_size=None):
     max_bytes = None
     if max_shard_size is not None and total > max_shard_size * 1024**3:
         max_bytes = max_shard_size * 1024**3
-    active = is_writing_process()
+    active = multihost.is_main_process()
     if active:
         _remove_old_weights(preset_dir)
     writer = _ShardedWriter(preset_dir, max_bytes, active=active)
@@ -280,7 +247,7 @@ def write_weights(model, preset_dir, max_shard_size=None):
             slots = {}
             saveable.save_own_variables(slots)
             for key, value in slots.items():
-                writer.write(vars_path, key, _to_numpy(value))
+                writer.write(vars_path, key, multihost.gather(value))
     finally:
         writer.close()
     written = list(writer.filenames)
