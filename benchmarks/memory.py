@@ -33,6 +33,7 @@ import keras  # noqa: E402
 
 from keras_nlp.distribution import MeshShape  # noqa: E402
 from keras_nlp.distribution.plan import dtype_itemsize  # noqa: E402
+from keras_nlp.distribution.planning import backbone_variables  # noqa: E402
 from keras_nlp.models import Backbone  # noqa: E402
 
 MESHES = ["1x2", "1x4", "1x8", "2x4", "4x2", "8x1"]
@@ -354,7 +355,7 @@ def measure(presets, meshes):
     cache = {}
     for preset in presets:
         owner, config = Backbone._preset_config(preset)
-        variables = owner._abstract_variables(config)
+        variables = backbone_variables(owner, config)
         cells = {}
         where = None
         for mesh_name, mesh in meshes.items():

@@ -1,10 +1,23 @@
 """A Keras `LayoutMap` that follows a resolved plan, and its verification."""
 
+import re
+
 import keras
 
+from keras_nlp.distribution.planning import plan_backbone_layout
 from keras_nlp.distribution.resolver import LayoutError
+from keras_nlp.distribution.resolver import UserEntry
 from keras_nlp.distribution.resolver import bullet_list
 from keras_nlp.distribution.rules import format_spec
+
+
+def active_layout_map():
+    """The `BackboneLayoutMap` of the active distribution, or `None`."""
+    distribution = keras.distribution.distribution()
+    layout_map = getattr(distribution, "_layout_map", None)
+    if isinstance(layout_map, BackboneLayoutMap):
+        return layout_map
+    return None
 
 
 class _TensorLayout(keras.distribution.TensorLayout):
@@ -38,9 +51,16 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
     binds to the config of the backbone built inside the distribution scope,
     before that backbone creates any variable.
 
+    Entries a user sets (`layout_map[regex_or_path] = ("model", None)`, as
+    with any Keras `LayoutMap`) override the plan for the variables they
+    match: they are checked like rules (rank, divisibility, mesh axis
+    names), shown in the plan with decision `user`, and verified after the
+    build. An entry that matches no variable is an error.
+
     Attributes:
         plan: the `LayoutPlan` the map follows, or `None` while unbound.
         backbone_cls: the backbone class the map serves.
+        user_entries: the `UserEntry`s set on the map, in order.
     """
 
     def __init__(
@@ -55,17 +75,96 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
     ):
         super().__init__(device_mesh)
         self.backbone_cls = backbone_cls
+        self._planned_class = backbone_cls
         self.model_axis = model_axis
         self.data_axis = data_axis
         self.strict = strict
         self.plan = None
+        self._user_entries = {}
         # A map resolved eagerly (config=, preset= or an instance) is pinned
         # to those shapes; an unbound one follows whatever is built.
         self.pinned = plan is not None
         if plan is not None:
             self._install(plan)
 
-    def _install(self, plan):
+    @property
+    def user_entries(self):
+        return tuple(self._user_entries.values())
+
+    def plan_for(self, backbone_cls, config):
+        """Plans `backbone_cls(**config)` on this map's mesh and entries."""
+        return plan_backbone_layout(
+            backbone_cls,
+            config,
+            self.device_mesh,
+            model_axis=self.model_axis,
+            data_axis=self.data_axis,
+            strict=self.strict,
+            preset=self.plan.preset if self.plan else None,
+            user_entries=self.user_entries,
+        )
+
+    def __setitem__(self, key, layout):
+        if not isinstance(key, str):
+            raise ValueError(
+                f"Layout map keys are variable paths or regexes. Received: "
+                f"{key!r}."
+            )
+        try:
+            re.compile(key)
+        except re.error as error:
+            raise ValueError(
+                f"The layout map key {key!r} is not a valid regex: {error}. "
+                "Escape special characters to give an exact path."
+            ) from None
+        axes = getattr(layout, "axes", layout)
+        if not isinstance(axes, (tuple, list)):
+            raise ValueError(
+                f"The layout set for {key!r} must be a tuple of mesh axis "
+                "names (or None) per dimension, or a keras.distribution."
+                f"TensorLayout. Received: {layout!r}."
+            )
+        spec = tuple(tuple(a) if isinstance(a, list) else a for a in axes)
+        names = set(self.device_mesh.axis_names)
+        for entry in spec:
+            parts = entry if isinstance(entry, tuple) else (entry,)
+            unknown = [a for a in parts if a is not None and a not in names]
+            if unknown:
+                raise ValueError(
+                    f"The layout set for {key!r}, {format_spec(spec)}, names "
+                    f"{unknown}, which are not axes of the mesh "
+                    f"{list(self.device_mesh.axis_names)}."
+                )
+        previous = dict(self._user_entries)
+        self._user_entries[key] = UserEntry(key, spec)
+        self._replan(previous)
+
+    def __delitem__(self, key):
+        if key not in self._user_entries:
+            raise KeyError(
+                f"{key!r} is not an entry set on this layout map; the "
+                f"entries set are {list(self._user_entries)}. Planned "
+                "layouts cannot be deleted: override them instead."
+            )
+        previous = dict(self._user_entries)
+        del self._user_entries[key]
+        self._replan(previous)
+
+    def _replan(self, previous_entries):
+        """Re-resolves a resolved map after its user entries changed."""
+        if self.plan is None:
+            return  # checked when the map binds
+        config = self.plan.config
+        backbone_cls = self._planned_class
+        try:
+            self._install(self.plan_for(backbone_cls, config))
+        except LayoutError:
+            self._user_entries = previous_entries
+            raise
+
+    def _install(self, plan, backbone_cls=None):
+        if backbone_cls is not None:
+            self._planned_class = backbone_cls
         self._layout_map.clear()
         for weight in plan.weights:
             self._layout_map[weight.path] = _TensorLayout(
@@ -90,17 +189,11 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
                 "(or keras_nlp.models.Backbone.get_layout_map(mesh) for any "
                 "backbone)."
             )
-        plan = backbone_cls.plan_layout(
-            self.device_mesh,
-            config=config,
-            model_parallel_dim_name=self.model_axis,
-            data_parallel_dim_name=self.data_axis,
-            strict=self.strict,
-        )
+        plan = self.plan_for(backbone_cls, config)
         if self.pinned:
             _check_same_shapes(self.plan, plan)
             return self.plan
-        self._install(plan)
+        self._install(plan, backbone_cls)
         return plan
 
     def extend(self, plan):

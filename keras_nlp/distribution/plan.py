@@ -31,6 +31,7 @@ SHARDED = "sharded"
 ALTERNATIVE = "alternative"
 FALLBACK = "fallback"
 REPLICATED = "replicated"
+USER = "user"
 
 
 def dtype_itemsize(dtype):
@@ -60,8 +61,8 @@ class Fallback:
         axis: the dropped mesh axis name.
         axis_size: the size of that axis.
         divisors: axis sizes that would divide `dim_size` (up to a bound).
-        dim_name: what the dimension is (e.g. "kv_heads"), if the rule
-            named its dimensions.
+        dim_name: what the dimension is (e.g. "kv_heads"), if its layer
+            or rule named its dimensions.
     """
 
     dim: int
@@ -97,10 +98,12 @@ class WeightPlan:
         spec: one mesh-axis entry per dimension (`None`, an axis name, or a
             tuple of axis names).
         shard_shape: the shape each device holds.
-        decision: `"sharded"`, `"alternative"`, `"fallback"` or
-            `"replicated"`.
+        decision: `"sharded"`, `"alternative"`, `"fallback"`,
+            `"replicated"` or `"user"` (set by an entry of the user's on
+            the layout map).
         reason: why, in words.
-        rule: the regex that matched, or `None`.
+        rule: the regex (of a rule, or a user's layout map key) that
+            matched, or `None`.
         fallbacks: the `Fallback`s behind a `"fallback"` decision.
     """
 
@@ -348,7 +351,12 @@ class LayoutPlan:
             rows = [(weight.path, 1, weight) for weight in self.weights]
         else:
             rows = self.grouped_rows()
-        styles = {FALLBACK: "yellow", ALTERNATIVE: "cyan", REPLICATED: "dim"}
+        styles = {
+            FALLBACK: "yellow",
+            ALTERNATIVE: "cyan",
+            REPLICATED: "dim",
+            USER: "magenta",
+        }
         for template, count, weight in rows:
             decision = weight.decision
             if decision != SHARDED:

@@ -10,12 +10,15 @@ and head_dim is never sharded as a fallback.
 """
 
 import collections
+import dataclasses
 import math
+import re
 
 from keras_nlp.distribution.plan import ALTERNATIVE
 from keras_nlp.distribution.plan import FALLBACK
 from keras_nlp.distribution.plan import REPLICATED
 from keras_nlp.distribution.plan import SHARDED
+from keras_nlp.distribution.plan import USER
 from keras_nlp.distribution.plan import Fallback
 from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
@@ -63,6 +66,64 @@ def _derive_adapter(variable, kernel, mesh, dtype):
 
 class LayoutError(ValueError):
     """A layout plan cannot be made, or the built model does not follow it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class UserEntry:
+    """A layout a user set on the layout map, which overrides the rules.
+
+    Attributes:
+        key: the map key: a regex matched with `re.fullmatch`, or an exact
+            variable path.
+        spec: one mesh-axis entry per dimension (`None`, an axis name or a
+            tuple of axis names).
+    """
+
+    key: str
+    spec: tuple
+
+    def matches(self, path):
+        return re.fullmatch(self.key, path) is not None
+
+
+def _user_weight(variable, entry, mesh, dtype):
+    """`(WeightPlan, None)` for a user's entry, or `(None, problem)`."""
+    shape = variable.shape
+    where = f"layout map entry {entry.key!r} {format_spec(entry.spec)}"
+    if len(entry.spec) != len(shape):
+        return None, (
+            f"{where} has {len(entry.spec)} entries, but {variable.path} "
+            f"has shape {shape} (rank {len(shape)})"
+        )
+    axis_sizes = mesh.axis_sizes
+    used = [axis for entry_axes in entry.spec for axis in _as_tuple(entry_axes)]
+    unknown = sorted(set(used) - set(axis_sizes))
+    if unknown:
+        return None, (
+            f"{where} names {unknown}, which are not axes of the mesh "
+            f"{list(axis_sizes)}"
+        )
+    if len(set(used)) != len(used):
+        return None, f"{where} uses a mesh axis on two dimensions"
+    for dim, (dim_size, axes) in enumerate(zip(shape, entry.spec, strict=True)):
+        divisor = math.prod(axis_sizes[axis] for axis in _as_tuple(axes))
+        if dim_size % divisor:
+            return None, (
+                f"{where}: dim {dim} of {variable.path} {shape} (size "
+                f"{dim_size}) is not divisible by {format_spec((axes,))} "
+                f"(size {divisor})"
+            )
+    weight = WeightPlan(
+        path=variable.path,
+        shape=shape,
+        dtype=dtype,
+        spec=entry.spec,
+        shard_shape=_shard_shape(shape, entry.spec, axis_sizes),
+        decision=USER,
+        reason=f"set on the layout map by the user (key {entry.key!r})",
+        rule=entry.key,
+    )
+    return weight, None
 
 
 def _divisors(size, bound):
@@ -129,6 +190,8 @@ _Candidate = collections.namedtuple(
 
 def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
     axis_sizes = mesh.axis_sizes
+    # The layer's own names when the rule gives none.
+    dim_names = rule.dim_names or variable.dim_names
     shape = variable.shape
     if rule.declares_replicated:
         spec = (None,) * len(shape)
@@ -150,7 +213,7 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
             role_axes,
             axis_sizes,
             divisor_bound,
-            dim_names=rule.dim_names,
+            dim_names=dim_names,
         )
         tried.append(_Candidate(index, alternative, spec, fallbacks))
         if not fallbacks:
@@ -223,6 +286,7 @@ def resolve_layout(
     preset=None,
     dtype=None,
     strict=False,
+    user_entries=(),
 ):
     """Resolves layout rules against variables and a mesh into a plan.
 
@@ -239,15 +303,18 @@ def resolve_layout(
         dtype: optional dtype name to count bytes in; defaults to each
             variable's own dtype.
         strict: bool. If `True`, any fallback raises `LayoutError`.
+        user_entries: `UserEntry`s set on the layout map; each takes
+            precedence over the rules for the variables it matches.
 
     Returns:
         A `LayoutPlan`.
 
     Raises:
         LayoutError: if a variable of rank >= 2 matches no rule, a variable
-            matches two rules, a rule's rank differs from its variable's, a
-            rule matches no variable, or (`strict`) a rule cannot be applied
-            as written.
+            matches two rules, a rule's rank or dimension names differ from
+            its variable's, a rule matches no variable, a user entry is
+            invalid for what it matches or matches nothing, or (`strict`) a
+            rule cannot be applied as written.
     """
     if dtype is not None:
         dtype_itemsize(dtype)  # fail now, naming the dtype, not when printed
@@ -256,10 +323,36 @@ def resolve_layout(
     hits = {rule.pattern: 0 for rule in rules}
     weights = []
     adapters = []
-    problems = {"overlap": [], "rank": [], "uncovered": [], "adapter": []}
+    user_hits = {entry.key: 0 for entry in user_entries}
+    problems = {
+        "overlap": [],
+        "rank": [],
+        "orientation": [],
+        "uncovered": [],
+        "adapter": [],
+        "user": [],
+    }
     for variable in variables:
-        matches = [rule for rule in rules if rule.matches(variable.path)]
         weight_dtype = dtype or variable.dtype
+        chosen = [e for e in user_entries if e.matches(variable.path)]
+        if chosen:
+            for entry in chosen:
+                user_hits[entry.key] += 1
+            if len(chosen) > 1:
+                problems["user"].append(
+                    f"{variable.path} matches the entries "
+                    + ", ".join(repr(entry.key) for entry in chosen)
+                )
+                continue
+            weight, problem = _user_weight(
+                variable, chosen[0], mesh, weight_dtype
+            )
+            if problem:
+                problems["user"].append(problem)
+            else:
+                weights.append(weight)
+            continue
+        matches = [rule for rule in rules if rule.matches(variable.path)]
         if _adapter_kernel_path(variable.path):
             # Adapters take their kernel's layout; a rule that also matches
             # them is a regex written too loosely.
@@ -303,6 +396,17 @@ def resolve_layout(
                 f"{rule.rank} entries: {format_spec(rule.alternatives[0])}"
             )
             continue
+        if (
+            rule.dim_names
+            and variable.dim_names
+            and rule.dim_names != variable.dim_names
+        ):
+            problems["orientation"].append(
+                f"rule {rule.pattern!r} names the dimensions of "
+                f"{variable.path} {rule.dim_names}, but its layer creates "
+                f"it as {variable.dim_names} (shape {variable.shape})"
+            )
+            continue
         weights.append(
             _resolve_weight(
                 variable, rule, role_axes, mesh, weight_dtype, divisor_bound
@@ -324,7 +428,37 @@ def resolve_layout(
     weights = [by_path[v.path] for v in variables if v.path in by_path]
 
     unused = [pattern for pattern, count in hits.items() if count == 0]
+    # A rule whose every variable a user entry took is not a typo.
+    overridden = {
+        rule.pattern
+        for rule in rules
+        for variable in variables
+        if rule.matches(variable.path)
+    }
+    unused = [pattern for pattern in unused if pattern not in overridden]
+    unused_entries = [key for key, count in user_hits.items() if not count]
     messages = []
+    if problems["user"] or unused_entries:
+        lines = problems["user"] + [
+            f"entry {key!r} matches no variable of {owner}"
+            for key in unused_entries
+        ]
+        messages.append(
+            "Entries set on the layout map override the plan for the "
+            "variables they match, but:\n"
+            + bullet_list(lines)
+            + "\nFix or delete these entries (del layout_map[key]); the "
+            "plan lists every variable path."
+        )
+    if problems["orientation"]:
+        messages.append(
+            "A rule's dimension names must be its variable's, in the order "
+            "its layer creates them; the spec is probably transposed:\n"
+            + bullet_list(problems["orientation"])
+            + "\nWrite the spec in the layer's order (or build it with "
+            "keras_nlp.layers.layout_rules, which reads the layers' "
+            "dimension names)."
+        )
     if problems["adapter"]:
         messages.append(
             "LoRA adapter weights take the layout of their kernel and must "

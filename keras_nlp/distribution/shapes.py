@@ -5,15 +5,22 @@ import math
 
 import keras
 
+from keras_nlp.distribution.dims import declared_dims
+
 
 @dataclasses.dataclass(frozen=True)
 class VariableInfo:
-    """The path, shape and dtype of one model variable."""
+    """The path, shape and dtype of one model variable.
+
+    `dim_names` are the names its layer declares for its dimensions (see
+    `keras_nlp.distribution.dims`), or `None` if the layer declares none.
+    """
 
     path: str
     shape: tuple
     dtype: str
     trainable: bool
+    dim_names: tuple = None
 
     @property
     def size(self):
@@ -39,12 +46,14 @@ def abstract_variables(build_model):
 
     def build_and_record():
         model = build_model()
+        dims = declared_dims(model)
         found.extend(
             VariableInfo(
                 path=variable.path,
                 shape=tuple(int(d) for d in variable.shape),
                 dtype=str(variable.dtype),
                 trainable=bool(variable.trainable),
+                dim_names=dims.get(variable.path),
             )
             for variable in model.weights
         )

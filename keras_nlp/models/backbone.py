@@ -2,26 +2,26 @@
 
 import functools
 import inspect
-import json
-import os
 import threading
 
 import keras
 
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
+from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.mesh import MeshShape
-from keras_nlp.distribution.resolver import resolve_layout
-from keras_nlp.distribution.rules import normalize_rules
-from keras_nlp.distribution.shapes import abstract_variables
+from keras_nlp.distribution.planning import plan_backbone_layout
+from keras_nlp.models.lora import LORA_CONFIG_KEYS
+from keras_nlp.models.lora import LoraMixin
+from keras_nlp.models.lora import check_lora_rank
+from keras_nlp.saving.backbone_presets import PresetMixin
+from keras_nlp.saving.registry import register_backbone
 
-# Per-thread construction state: how deep in nested backbone constructors
-# we are, and whether the current build is an abstract (shape-only) one.
+# How deep in nested backbone constructors this thread is: only the
+# outermost constructor of a call binds a layout and records its config.
 _construction = threading.local()
-
-_ABSTRACT_CACHE = {}
-_ABSTRACT_CACHE_SIZE = 64
-_LORA_CONFIG_KEYS = ("lora_rank", "lora_target_names")
+# Config keys every Keras model has; the base class writes them itself.
+_MODEL_KEYS = ("name", "trainable", "dtype")
 
 
 class _class_or_instance_method:
@@ -42,528 +42,130 @@ class _class_or_instance_method:
         return bound
 
 
-def _constructor_config(init, instance, args, kwargs):
-    """The constructor arguments of a call, defaults applied, as a config."""
+def _constructor_arguments(init, instance, args, kwargs):
+    """The arguments of a constructor call, defaults applied, as a dict."""
     signature = inspect.signature(init)
     bound = signature.bind(instance, *args, **kwargs)
     bound.apply_defaults()
-    config = {}
+    arguments = {}
     for index, (name, parameter) in enumerate(signature.parameters.items()):
         if index == 0:
             continue
         value = bound.arguments.get(name)
         if parameter.kind is inspect.Parameter.VAR_KEYWORD:
-            config.update(value or {})
+            arguments.update(value or {})
         elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL:
-            config[name] = value
-    return config
+            arguments[name] = value
+    return arguments
 
 
-def _active_backbone_layout_map():
-    distribution = keras.distribution.distribution()
-    layout_map = getattr(distribution, "_layout_map", None)
-    if isinstance(layout_map, BackboneLayoutMap):
-        return layout_map
-    return None
+def _backbone_constructor(init):
+    """Wraps a backbone `__init__` with what every backbone shares.
 
-
-def _binds_layout_before_init(init):
-    """Wraps a backbone `__init__` so layouts are resolved before variables.
-
-    Only the outermost backbone constructor of a call binds: subclasses
-    calling `super().__init__` and the abstract shape builds pass through.
+    The outermost constructor of a call records its arguments (they are the
+    config), binds the active layout map before any variable exists, adds
+    LoRA adapters, and checks the built variables against the layout plan.
     """
 
     @functools.wraps(init)
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, verify_layout=True, **kwargs):
         depth = getattr(_construction, "depth", 0)
-        abstract = getattr(_construction, "abstract", False)
-        layout_map = None
+        if depth:
+            return init(self, *args, **kwargs)
+        arguments = _constructor_arguments(init, self, args, kwargs)
+        layout_map = active_layout_map()
         plan = None
-        if depth == 0 and not abstract:
-            layout_map = _active_backbone_layout_map()
-            if layout_map is not None:
-                config = _constructor_config(init, self, args, kwargs)
-                plan = layout_map.bind(type(self), config)
-        # LoRA settings belong to the base class (they come back through
-        # `get_config`); adapters are added once the backbone is built.
-        lora = {}
-        if depth == 0:
-            lora = {key: kwargs.pop(key, None) for key in _LORA_CONFIG_KEYS}
-        _construction.depth = depth + 1
+        if layout_map is not None:
+            plan = layout_map.bind(type(self), arguments)
+        lora = {key: kwargs.pop(key, None) for key in LORA_CONFIG_KEYS}
+        _construction.depth = 1
         try:
             init(self, *args, **kwargs)
         finally:
-            _construction.depth = depth
-        if lora.get("lora_rank"):
+            _construction.depth = 0
+        self._constructor_config = {
+            key: value
+            for key, value in arguments.items()
+            if key not in LORA_CONFIG_KEYS
+        }
+        for key, value in self._constructor_config.items():
+            if key not in _MODEL_KEYS and not hasattr(self, key):
+                setattr(self, key, value)
+        if lora["lora_rank"]:
             self._add_lora_adapters(
-                lora["lora_rank"], lora.get("lora_target_names")
+                lora["lora_rank"], lora["lora_target_names"]
             )
         if plan is not None:
-            # A deferred build (from_preset) has no values yet; the loader
+            # A backbone built from a preset has no values yet: the loader
             # verifies once it has filled them.
-            if not getattr(_construction, "deferred", False):
+            if verify_layout:
                 verify_layouts(self, plan, layout_map.device_mesh)
             self._layout_plan = plan
 
-    __init__._binds_layout = True
+    __init__._is_backbone_constructor = True
     # Keras reads constructor arguments with getfullargspec, which ignores
     # __wrapped__ but honours __signature__.
     __init__.__signature__ = inspect.signature(init)
     return __init__
 
 
-def _check_lora_rank(rank):
-    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
-        raise ValueError(
-            f"The LoRA rank must be a positive integer. Received: "
-            f"rank={rank!r}."
-        )
-
-
-def _is_directory(preset):
-    return isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset)
-
-
-def _registered_backbones(cls):
-    found = [cls]
-    for subclass in cls.__subclasses__():
-        found.extend(_registered_backbones(subclass))
-    return found
-
-
-class Backbone(keras.Model):
+class Backbone(LoraMixin, PresetMixin, keras.Model):
     """Base class of all backbones: a functional `keras.Model`.
 
-    A subclass builds its layers in `__init__`, wires a functional graph,
-    calls `super().__init__(inputs=..., outputs=..., dtype=dtype, **kwargs)`,
-    stores its constructor arguments and returns them from `get_config()`.
-    For model parallelism it adds one static method, `_layout_rules(config)`,
+    A subclass builds its layers in `__init__` and wires a functional graph
+    (`keras_nlp.models.decoder` has the shared decoder stacks). Its
+    constructor arguments are recorded when it is called: they are the
+    config (`get_config`) and the backbone's attributes, so a subclass
+    writes each argument once, in its signature and docstring. For model
+    parallelism it adds one static method, `_layout_rules(config)`,
     returning a short list of `(regex, spec)` pairs (see
     `keras_nlp.distribution`). Everything else about sharding (validation,
-    shape checks, fallbacks, plans, verification) lives here.
+    shape checks, fallbacks, plans, verification) lives in
+    `keras_nlp.distribution`; presets on disk in `keras_nlp.saving`; LoRA
+    in `keras_nlp.models.lora`.
 
     Attributes:
         presets: dict of preset name -> config (constructor arguments) of
             the built-in presets of the class.
     """
 
-    presets = {}
-    # Layers `enable_lora` targets by default: the attention query and value
-    # projections. Subclasses whose layers are named otherwise override it.
-    lora_target_names = ("query", "value")
-
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
-        if init is not None and not getattr(init, "_binds_layout", False):
-            cls.__init__ = _binds_layout_before_init(init)
-
-    # === Graph ===
-
-    def _init_decoder_graph(self, embed, blocks, final_norm, **kwargs):
-        """Wires and initializes the functional model of a decoder stack.
-
-        `token_ids` -> `embed` -> each block (given the padding mask) ->
-        `final_norm`, with inputs `{"token_ids", "padding_mask"}`. Subclasses
-        call this instead of `super().__init__(inputs=..., outputs=...)`.
-
-        Args:
-            embed: callable mapping the symbolic `token_ids` to the first
-                hidden states (a layer, or a function of layers).
-            blocks: the decoder blocks, each called as
-                `block(x, padding_mask=padding_mask)`.
-            final_norm: the layer applied to the last block's output.
-            **kwargs: forwarded to `keras.Model.__init__` (`dtype`, `name`).
-        """
-        token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
-        padding_mask = keras.Input(
-            shape=(None,), dtype="int32", name="padding_mask"
-        )
-        x = embed(token_ids)
-        for block in blocks:
-            x = block(x, padding_mask=padding_mask)
-        dtype = kwargs.pop("dtype", None)
-        super().__init__(
-            inputs={"token_ids": token_ids, "padding_mask": padding_mask},
-            outputs=final_norm(x),
-            **kwargs,
-        )
-        # Functional models drop `dtype`; the backbone's own policy is what
-        # `get_config` (and so a saved preset) records.
-        if dtype is not None:
-            self.dtype_policy = keras.dtype_policies.get(dtype)
+        if init is not None and not hasattr(init, "_is_backbone_constructor"):
+            cls.__init__ = _backbone_constructor(init)
+        register_backbone(cls)
 
     # === Config ===
 
     def get_config(self):
+        """The constructor arguments this backbone was built with."""
         config = {
             "name": self.name,
             "trainable": self.trainable,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
         }
-        if getattr(self, "_lora_rank", None):
-            config["lora_rank"] = self._lora_rank
-            config["lora_target_names"] = list(self._lora_target_names)
+        for key, value in self._constructor_config.items():
+            config.setdefault(key, value)
+        config.update(self.lora_config())
         return config
 
-    # === LoRA ===
-
-    def _lora_layers(self, target_names):
-        """The layers named in `target_names` that support LoRA."""
-        candidates = [
-            layer
-            for layer in self._flatten_layers(include_self=False)
-            if hasattr(layer, "enable_lora")
-            and getattr(layer, "_kernel", None) is not None
-        ]
-        chosen = [layer for layer in candidates if layer.name in target_names]
-        missing = set(target_names) - {layer.name for layer in chosen}
-        if missing:
-            names = sorted({layer.name for layer in candidates})
-            raise ValueError(
-                f"LoRA target names {sorted(missing)} match no layer of this "
-                f"{type(self).__name__}. Layers that support LoRA: "
-                f"{', '.join(names)}."
-            )
-        return chosen
-
-    def _add_lora_adapters(self, rank, target_names):
-        """Adds adapters to the target layers; freezes everything else."""
-        _check_lora_rank(rank)
-        if getattr(self, "_lora_rank", None):
-            raise ValueError(
-                f"LoRA is already enabled on this {type(self).__name__} "
-                f"(rank {self._lora_rank}); it can be enabled once. Use "
-                "merge_lora() first to start again from merged kernels."
-            )
-        if target_names is None:
-            target_names = self.lora_target_names
-        if isinstance(target_names, str) or not all(
-            isinstance(name, str) for name in target_names
-        ):
-            raise ValueError(
-                "target_names must be a list of layer names, e.g. "
-                f"['query', 'value']. Received: {target_names!r}."
-            )
-        target_names = tuple(target_names)
-        layers = self._lora_layers(target_names)
-        for variable in self.weights:
-            variable.trainable = False
-        for layer in layers:
-            layer.enable_lora(rank)
-        self._lora_rank = rank
-        self._lora_target_names = target_names
-
-    def enable_lora(self, rank, target_names=None):
-        """Adds LoRA adapters; afterwards only the adapters are trainable.
-
-        Each target layer (an `EinsumDense` or `Dense`) gets Keras's
-        `lora_kernel_a` and `lora_kernel_b`. Under a `ModelParallel` scope
-        made from `get_layout_map`, the adapters' layouts are derived from
-        their kernel's planned layout (shared dimensions keep the kernel's
-        mesh axes, the rank is replicated), added to the layout map before
-        they are created, and checked afterwards. Passing `lora_rank=` to
-        the constructor (or keeping it in a config) does the same at build
-        time.
+    @classmethod
+    def from_config(cls, config, verify_layout=True):
+        """Builds the backbone of a config from `get_config`.
 
         Args:
-            rank: int, the rank of the adapters.
-            target_names: list of layer names to adapt; defaults to the
-                class's `lora_target_names` (the attention query and value
-                projections).
-
-        Example:
-
-        ```python
-        from keras_nlp.models import GemmaBackbone
-
-        backbone = GemmaBackbone.from_preset(
-            "gemma_2b_en", load_weights=False, num_layers=1,
-            vocabulary_size=256, hidden_dim=64, intermediate_dim=128,
-            head_dim=16,
-        )
-        backbone.enable_lora(4)
-        [v.path for v in backbone.trainable_weights][:2]
-        # ['decoder_block_0/attention/query/lora_kernel_a',
-        #  'decoder_block_0/attention/query/lora_kernel_b']
-        ```
+            config: dict of constructor arguments.
+            verify_layout: bool. `False` builds without checking the
+                variables' sharding against the layout plan (for a loader
+                that creates the variables' values later and checks then).
         """
-        plan = self.layout_plan
-        layout_map = None
-        if plan is not None:
-            layout_map = _active_backbone_layout_map()
-            if layout_map is None or layout_map.plan is not plan:
-                raise ValueError(
-                    f"This {type(self).__name__} was built under a "
-                    "ModelParallel layout; call enable_lora inside that "
-                    "distribution's scope so the adapters are sharded like "
-                    "their kernels."
-                )
-            config = {
-                **self.get_config(),
-                "lora_rank": rank,
-                "lora_target_names": list(
-                    target_names or self.lora_target_names
-                ),
-            }
-            plan = type(self).plan_layout(
-                layout_map.device_mesh,
-                config=config,
-                model_parallel_dim_name=layout_map.model_axis,
-                data_parallel_dim_name=layout_map.data_axis,
-                strict=layout_map.strict,
-            )
-            layout_map.extend(plan)
-        self._add_lora_adapters(rank, target_names)
-        if plan is not None:
-            # A deferred build (from_preset) has no values yet; the loader
-            # verifies once it has filled them.
-            if not getattr(_construction, "deferred", False):
-                verify_layouts(self, plan, layout_map.device_mesh)
-            self._layout_plan = plan
-
-    def merge_lora(self):
-        """A copy of this backbone with the adapters merged into kernels.
-
-        Each adapted kernel becomes `kernel + alpha / rank * a @ b`; the copy
-        has no adapters and every weight is trainable again. Under a
-        `ModelParallel` scope the copy is built sharded like this one.
-
-        Returns:
-            A new backbone of the same class and config, without LoRA.
-        """
-        if not getattr(self, "_lora_rank", None):
-            raise ValueError(
-                f"This {type(self).__name__} has no LoRA adapters to merge; "
-                "call enable_lora(rank) first."
-            )
-        config = {
-            key: value
-            for key, value in self.get_config().items()
-            if key not in _LORA_CONFIG_KEYS
-        }
-        config["trainable"] = True
-        merged = type(self).from_config(config)
-        adapted = {}
-        for layer in self._flatten_layers(include_self=False):
-            if getattr(layer, "lora_enabled", False):
-                a, b = layer.lora_kernel_a, layer.lora_kernel_b
-                update = keras.ops.matmul(
-                    keras.ops.reshape(a, (-1, a.shape[-1])), b
-                )
-                update = keras.ops.reshape(update, layer.kernel.shape)
-                scale = layer.lora_alpha / layer.lora_rank
-                adapted[layer._kernel.path] = layer._kernel + keras.ops.cast(
-                    update * scale, layer._kernel.dtype
-                )
-        ours = {v.path: v for v in self.weights}
-        for variable in merged.weights:
-            value = adapted.get(variable.path, ours[variable.path])
-            variable.assign(value)
-        return merged
-
-    @classmethod
-    def from_config(cls, config):
         config = dict(config)
         if isinstance(config.get("dtype"), dict):
             config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
-        return cls(**config)
-
-    # === Presets ===
-
-    @classmethod
-    def _preset_owner(cls, preset):
-        for backbone_cls in _registered_backbones(cls):
-            if preset in backbone_cls.__dict__.get("presets", {}):
-                return backbone_cls
-        return None
-
-    @classmethod
-    def _available_presets(cls):
-        names = []
-        for backbone_cls in _registered_backbones(cls):
-            names.extend(backbone_cls.__dict__.get("presets", {}))
-        return sorted(names)
-
-    @classmethod
-    def _preset_config(cls, preset):
-        """`(class, config)` of a built-in preset name or a preset directory."""
-        if _is_directory(preset):
-            from keras_nlp.saving import read_backbone_config
-
-            owner, config = read_backbone_config(os.fspath(preset))
-            if not issubclass(owner, cls):
-                raise ValueError(
-                    f"The preset {os.fspath(preset)!r} holds a "
-                    f"{owner.__name__}, not a {cls.__name__}. Load it with "
-                    f"{owner.__name__}.from_preset or "
-                    "keras_nlp.models.Backbone.from_preset."
-                )
-            return owner, config
-        owner = cls._preset_owner(preset)
-        if owner is None:
-            looks_like_path = isinstance(preset, os.PathLike) or (
-                isinstance(preset, str) and ("/" in preset or os.sep in preset)
-            )
-            hint = (
-                f" {os.fspath(preset)!r} is not an existing directory either."
-                if looks_like_path
-                else ""
-            )
-            raise ValueError(
-                f"Unknown preset {preset!r} for {cls.__name__}. Built-in "
-                f"presets: {', '.join(cls._available_presets()) or 'none'}; "
-                f"or pass the path of a preset directory.{hint}"
-            )
-        return owner, dict(owner.presets[preset])
-
-    @classmethod
-    def from_preset(cls, preset, load_weights=True, verbose=False, **kwargs):
-        """Builds a backbone from a preset directory or a built-in config.
-
-        A preset directory holds `config.json`, `metadata.json` and the
-        weights (`model.weights.h5`, or `model.weights.json` and the
-        `model_NNNNN.weights.h5` files it lists), as written by
-        `save_to_preset` here or by keras-hub for the same architecture.
-        `config.json` is read safely: only backbone classes of this library
-        (registered as `keras_nlp>Name` or `keras_hub>Name`) are built, and
-        only from plain arguments. Every weight is checked against the
-        built backbone before any is loaded.
-
-        Inside a `keras.distribution.ModelParallel` scope whose layout map
-        comes from `get_layout_map`, the backbone is built with its layout
-        and each weight is read from the file straight into its shards.
-        A preset saved on one mesh loads on any other mesh, or on none.
-
-        Built-in presets (see `presets`) are configs only: nothing is
-        bundled or downloaded, so they need `load_weights=False`.
-
-        Args:
-            preset: a preset directory, or the name of a built-in preset.
-            load_weights: bool, load the preset's weights (default) or keep
-                random ones.
-            verbose: bool, show a progress bar while loading weights.
-            **kwargs: constructor arguments overriding the preset's config,
-                e.g. `dtype="bfloat16"`.
-
-        Returns:
-            The backbone.
-
-        Raises:
-            ValueError (`keras_nlp.saving.PresetError` for files): an unknown
-                preset, a preset of another class, or files that are
-                missing, unsafe, truncated or do not match the config.
-
-        Example:
-
-        ```python
-        import tempfile
-
-        import keras
-        import keras_nlp
-
-        backbone = keras_nlp.models.GemmaBackbone.from_preset(
-            "gemma_2b_en", load_weights=False, num_layers=1,
-            vocabulary_size=128, hidden_dim=32, intermediate_dim=64,
-            head_dim=8,
-        )
-        path = tempfile.mkdtemp()
-        backbone.save_to_preset(path)
-
-        devices = keras.distribution.list_devices()
-        mesh = keras.distribution.DeviceMesh(
-            (1, len(devices)), ("batch", "model"), devices
-        )
-        distribution = keras.distribution.ModelParallel(
-            layout_map=keras_nlp.models.Backbone.get_layout_map(mesh),
-            batch_dim_name="batch",
-        )
-        with distribution.scope():
-            loaded = keras_nlp.models.Backbone.from_preset(path)
-        ```
-        """
-        owner, config = cls._preset_config(preset)
-        if load_weights and not _is_directory(preset):
-            raise ValueError(
-                f"The built-in preset {preset!r} is a config only: keras_nlp "
-                "bundles no weights and never downloads them. Pass "
-                "load_weights=False to build it with random weights, or "
-                "the path of a preset directory."
-            )
-        config.update(kwargs)
-        if not load_weights:
-            return owner.from_config(config)
-        from keras_nlp.saving import build_from_preset_weights
-
-        return build_from_preset_weights(
-            lambda: owner.from_config(config), os.fspath(preset), verbose
-        )
-
-    def save_to_preset(self, preset_dir, max_shard_size=10):
-        """Saves the backbone as a preset directory in keras-hub's format.
-
-        Writes `model.weights.h5` (laid out as Keras's `save_weights` does,
-        so keras-hub reads it for the same architecture), then
-        `config.json` (registered name `keras_nlp>ClassName`) and
-        `metadata.json`. Sharded variables are gathered one tensor at a
-        time. LoRA adapters are merged into their kernels, so the preset is
-        a plain backbone with the adapted outputs.
-
-        Args:
-            preset_dir: str, the directory; created if missing. Weight files
-                already in it are replaced.
-            max_shard_size: float, in GB. Weights larger than this are
-                written as `model.weights.json` plus `model_00000.weights.h5`,
-                `model_00001.weights.h5`, ... of at most this size each.
-
-        Example:
-
-        ```python
-        import tempfile
-
-        import keras_nlp
-
-        backbone = keras_nlp.models.LlamaBackbone.from_preset(
-            "llama2_7b_en", load_weights=False, num_layers=1,
-            vocabulary_size=128, hidden_dim=32, intermediate_dim=64,
-            num_query_heads=4, num_key_value_heads=2,
-        )
-        path = tempfile.mkdtemp()
-        backbone.save_to_preset(path, max_shard_size=0.00005)
-        loaded = keras_nlp.models.LlamaBackbone.from_preset(path)
-        ```
-        """
-        from keras_nlp.distribution import multihost
-        from keras_nlp.saving import write_backbone_config
-        from keras_nlp.saving import write_weights
-
-        if (
-            not isinstance(max_shard_size, (int, float))
-            or isinstance(max_shard_size, bool)
-            or max_shard_size <= 0
-        ):
-            raise ValueError(
-                "max_shard_size must be a positive number of GB. Received: "
-                f"max_shard_size={max_shard_size!r}."
-            )
-        preset_dir = os.fspath(preset_dir)
-        if os.path.exists(preset_dir) and not os.path.isdir(preset_dir):
-            raise ValueError(
-                f"save_to_preset needs a directory; {preset_dir!r} is a file."
-            )
-        writing = multihost.is_main_process()
-        if writing:
-            os.makedirs(preset_dir, exist_ok=True)
-            # An older config must not pair with half-written new weights.
-            old_config = os.path.join(preset_dir, "config.json")
-            if os.path.exists(old_config):
-                os.remove(old_config)
-        # Config last: an interrupted save leaves no loadable preset behind.
-        write_weights(self, preset_dir, max_shard_size=max_shard_size)
-        if writing:
-            write_backbone_config(self, preset_dir)
-        multihost.barrier("keras_nlp.save_to_preset")
+        if verify_layout:
+            return cls(**config)
+        return cls(**config, verify_layout=False)
 
     # === Layouts ===
 
@@ -580,32 +182,6 @@ class Backbone(keras.Model):
             "This backbone defines no layout rules. Subclasses of Backbone "
             "implement `_layout_rules(config)`; see CONTRIBUTING.md."
         )
-
-    @classmethod
-    def _abstract_variables(cls, config):
-        key = (cls, json.dumps(config, sort_keys=True, default=repr))
-        if key in _ABSTRACT_CACHE:
-            return _ABSTRACT_CACHE[key]
-
-        # An explicit name keeps the abstract build from taking the auto
-        # name ("gemma_backbone") that the real build should get.
-        abstract_config = {**config, "name": config.get("name") or "abstract"}
-
-        def build():
-            return cls.from_config(abstract_config)
-
-        previous = keras.distribution.distribution()
-        _construction.abstract = True
-        keras.distribution.set_distribution(None)
-        try:
-            variables = abstract_variables(build)
-        finally:
-            keras.distribution.set_distribution(previous)
-            _construction.abstract = False
-        if len(_ABSTRACT_CACHE) >= _ABSTRACT_CACHE_SIZE:
-            _ABSTRACT_CACHE.pop(next(iter(_ABSTRACT_CACHE)))
-        _ABSTRACT_CACHE[key] = variables
-        return variables
 
     @classmethod
     def _config_for(cls, instance, config, preset, caller):
@@ -640,28 +216,6 @@ class Backbone(keras.Model):
                 )
             return cls, dict(config), None
         return cls, None, None
-
-    @staticmethod
-    def _check_axes(mesh, model_axis, data_axis):
-        names = list(mesh.axis_names)
-        if model_axis not in names:
-            raise ValueError(
-                f"model_parallel_dim_name={model_axis!r} is not an axis of "
-                f"the device mesh. The mesh's axis names are {names}."
-            )
-        if data_axis is not None and data_axis not in names:
-            raise ValueError(
-                f"data_parallel_dim_name={data_axis!r} is not an axis of the "
-                f"device mesh. The mesh's axis names are {names} (or pass "
-                "data_parallel_dim_name=None to shard no weight on a data "
-                "axis)."
-            )
-        if model_axis == data_axis:
-            raise ValueError(
-                "model_parallel_dim_name and data_parallel_dim_name must name "
-                f"different mesh axes; both are {model_axis!r}. The mesh's "
-                f"axis names are {names}."
-            )
 
     @_class_or_instance_method
     def plan_layout(
@@ -705,7 +259,7 @@ class Backbone(keras.Model):
             A `keras_nlp.distribution.LayoutPlan`.
         """
         mesh = MeshShape.from_mesh(mesh)
-        cls._check_axes(mesh, model_parallel_dim_name, data_parallel_dim_name)
+        _check_axes(mesh, model_parallel_dim_name, data_parallel_dim_name)
         owner, config, preset = cls._config_for(
             instance, config, preset, "plan_layout"
         )
@@ -715,19 +269,16 @@ class Backbone(keras.Model):
                 "preset=, or call it on a built backbone."
             )
         if lora_rank is not None:
-            _check_lora_rank(lora_rank)
+            check_lora_rank(lora_rank)
             config = {**config, "lora_rank": lora_rank}
             if lora_target_names is not None:
                 config["lora_target_names"] = list(lora_target_names)
-        rules = normalize_rules(owner._layout_rules(config), owner.__name__)
-        return resolve_layout(
-            rules,
-            owner._abstract_variables(config),
+        return plan_backbone_layout(
+            owner,
+            config,
             mesh,
             model_axis=model_parallel_dim_name,
             data_axis=data_parallel_dim_name,
-            owner=owner.__name__,
-            config=config,
             preset=preset,
             dtype=dtype,
             strict=strict,
@@ -826,7 +377,7 @@ class Backbone(keras.Model):
                 "DeviceMesh(shape, axis_names, devices); to plan without "
                 "devices use plan_layout."
             )
-        cls._check_axes(
+        _check_axes(
             device_mesh, model_parallel_dim_name, data_parallel_dim_name
         )
         owner, config, preset = cls._config_for(
@@ -834,12 +385,13 @@ class Backbone(keras.Model):
         )
         plan = None
         if config is not None:
-            plan = owner.plan_layout(
+            plan = plan_backbone_layout(
+                owner,
+                config,
                 device_mesh,
-                config=None if preset else config,
+                model_axis=model_parallel_dim_name,
+                data_axis=data_parallel_dim_name,
                 preset=preset,
-                model_parallel_dim_name=model_parallel_dim_name,
-                data_parallel_dim_name=data_parallel_dim_name,
                 strict=strict,
             )
         return BackboneLayoutMap(
@@ -855,3 +407,25 @@ class Backbone(keras.Model):
     def layout_plan(self):
         """The `LayoutPlan` this backbone was built with, or `None`."""
         return getattr(self, "_layout_plan", None)
+
+
+def _check_axes(mesh, model_axis, data_axis):
+    names = list(mesh.axis_names)
+    if model_axis not in names:
+        raise ValueError(
+            f"model_parallel_dim_name={model_axis!r} is not an axis of "
+            f"the device mesh. The mesh's axis names are {names}."
+        )
+    if data_axis is not None and data_axis not in names:
+        raise ValueError(
+            f"data_parallel_dim_name={data_axis!r} is not an axis of the "
+            f"device mesh. The mesh's axis names are {names} (or pass "
+            "data_parallel_dim_name=None to shard no weight on a data "
+            "axis)."
+        )
+    if model_axis == data_axis:
+        raise ValueError(
+            "model_parallel_dim_name and data_parallel_dim_name must name "
+            f"different mesh axes; both are {model_axis!r}. The mesh's "
+            f"axis names are {names}."
+        )

@@ -14,6 +14,7 @@ import os
 
 import keras
 
+from keras_nlp.saving.registry import registered_backbones
 from keras_nlp.version import __version__
 
 CONFIG_FILE = "config.json"
@@ -29,15 +30,6 @@ _DTYPE_POLICY_CLASSES = ("DTypePolicy", "FloatDTypePolicy")
 
 class PresetError(ValueError):
     """A preset directory that cannot be loaded as it is."""
-
-
-def _all_backbone_classes():
-    # Importing the models package registers every backbone class.
-    import keras_nlp.models  # noqa: F401
-    from keras_nlp.models.backbone import Backbone
-    from keras_nlp.models.backbone import _registered_backbones
-
-    return {cls.__name__: cls for cls in _registered_backbones(Backbone)}
 
 
 def read_json(path, what):
@@ -92,7 +84,7 @@ def _deserialize_dtype(value, path):
 
 def backbone_class_for(registered_name, class_name, path):
     """Our backbone class for a registered name such as `keras_hub>X`."""
-    classes = _all_backbone_classes()
+    classes = registered_backbones()
     package, _, name = (registered_name or "").rpartition(">")
     if package not in REGISTERED_PACKAGES or name not in classes:
         known = ", ".join(sorted(classes))

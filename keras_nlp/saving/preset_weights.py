@@ -26,6 +26,8 @@ from keras.src.saving.keras_saveable import KerasSaveable
 from keras.src.utils import naming
 
 from keras_nlp.distribution import multihost
+from keras_nlp.distribution.layout_map import active_layout_map
+from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.saving.preset_config import SHARDED_WEIGHTS_FILE
 from keras_nlp.saving.preset_config import WEIGHTS_FILE
 from keras_nlp.saving.preset_config import PresetError
@@ -628,7 +630,7 @@ def _forget_deferred(model):
         pending[:] = [v for v in pending if id(v) not in ours]
 
 
-def build_from_preset_weights(build, preset_dir, verbose=False):
+def build_from_preset_weights(backbone_cls, config, preset_dir, verbose=False):
     """Builds a backbone whose variables are created from a preset's weights.
 
     The backbone is built with deferred variables (nothing is allocated),
@@ -638,8 +640,10 @@ def build_from_preset_weights(build, preset_dir, verbose=False):
     holds more than one tensor besides the model.
 
     Args:
-        build: a callable returning the (unbuilt) backbone, e.g.
-            `lambda: GemmaBackbone.from_config(config)`.
+        backbone_cls: the backbone class (its `from_config` takes
+            `verify_layout=False` to defer the check of its layout until
+            its variables have values).
+        config: dict of constructor arguments.
         preset_dir: the preset directory.
         verbose: bool, show a progress bar.
 
@@ -649,17 +653,9 @@ def build_from_preset_weights(build, preset_dir, verbose=False):
     Raises:
         PresetError: see `WeightsFile` and `check_weights`.
     """
-    from keras_nlp.distribution.layout_map import verify_layouts
-    from keras_nlp.models import backbone as backbone_module
-
-    construction = backbone_module._construction
     with WeightsFile(preset_dir) as weights:
-        construction.deferred = True
-        try:
-            with keras.StatelessScope(initialize_variables=False):
-                model = build()
-        finally:
-            construction.deferred = False
+        with keras.StatelessScope(initialize_variables=False):
+            model = backbone_cls.from_config(config, verify_layout=False)
         try:
             pairs = check_weights(model, weights)
             for variable, entry in _with_progress(pairs, preset_dir, verbose):
@@ -672,10 +668,9 @@ def build_from_preset_weights(build, preset_dir, verbose=False):
                     variable._deferred_initialize()
         finally:
             _forget_deferred(model)
-    plan = getattr(model, "_layout_plan", None)
-    layout_map = backbone_module._active_backbone_layout_map()
-    if plan is not None and layout_map is not None:
-        verify_layouts(model, plan, layout_map.device_mesh)
+    layout_map = active_layout_map()
+    if model.layout_plan is not None and layout_map is not None:
+        verify_layouts(model, model.layout_plan, layout_map.device_mesh)
     return model
 
 

@@ -11,6 +11,7 @@ import pytest
 
 from keras_nlp.distribution import MeshShape
 from keras_nlp.distribution import VariableInfo
+from keras_nlp.distribution.planning import backbone_variables
 from keras_nlp.models import Backbone
 
 _PATH = pathlib.Path(__file__).parents[2] / "benchmarks" / "memory.py"
@@ -126,7 +127,7 @@ def test_keras_hub_map_lookup_finds_inherited_and_missing_maps():
 def test_gemma_2b_single_kv_head_crashes_keras_hub_map_on_1x2():
     mesh = MeshShape.parse("1x2")
     owner, config = Backbone._preset_config("gemma_2b_en")
-    variables = owner._abstract_variables(config)
+    variables = backbone_variables(owner, config)
 
     hub, where = memory.keras_hub_memory("GemmaBackbone", variables, mesh, {})
     assert where == "GemmaBackbone"

@@ -9,6 +9,7 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bloom.bloom_presets import BLOOM_PRESETS
+from keras_nlp.models.decoder import init_decoder_graph
 
 # Names of the shared layers' sublayers in BLOOM checkpoints.
 ATTENTION_NAMES = {
@@ -177,7 +178,8 @@ class BloomBackbone(Backbone):
         )
 
         # === Functional graph ===
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=lambda ids: self.embeddings_layer_norm(
                 self.token_embedding(ids)
             ),

@@ -8,6 +8,7 @@ from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.falcon.falcon_presets import FALCON_PRESETS
 
 # Names of the shared layers' sublayers in Falcon checkpoints.
@@ -171,7 +172,8 @@ class FalconBackbone(Backbone):
         )
 
         # === Functional graph ===
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=self.token_embedding,
             blocks=self.transformer_layers,
             final_norm=self.final_layernorm,

@@ -9,6 +9,7 @@ from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.gemma.gemma_decoder_block import GemmaDecoderBlock
 from keras_nlp.models.gemma.gemma_presets import GEMMA_PRESETS
 
@@ -164,7 +165,8 @@ class GemmaBackbone(Backbone):
             x = self.token_embedding(token_ids)
             return x * ops.cast(ops.sqrt(float(hidden_dim)), x.dtype)
 
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=embed,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

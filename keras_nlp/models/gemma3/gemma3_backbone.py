@@ -11,6 +11,7 @@ from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.gemma3.gemma3_decoder_block import Gemma3DecoderBlock
 from keras_nlp.models.gemma3.gemma3_presets import GEMMA3_PRESETS
 
@@ -255,7 +256,8 @@ class Gemma3Backbone(Backbone):
             x = self.token_embedding(token_ids)
             return x * ops.cast(ops.sqrt(float(hidden_dim)), x.dtype)
 
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=embed,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

@@ -11,6 +11,7 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.gpt2.gpt2_presets import GPT2_PRESETS
 
 # keras-hub's `TransformerDecoder` names its norms this way (GPT-2 and OPT).
@@ -246,7 +247,8 @@ class GPT2Backbone(Backbone):
             x = x + self.position_embedding(x)
             return self.embeddings_dropout(x)
 
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=embed,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

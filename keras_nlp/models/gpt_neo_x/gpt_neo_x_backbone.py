@@ -8,6 +8,7 @@ from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import (
     gpt_neo_x_kernel_initializer,
@@ -218,7 +219,8 @@ class GPTNeoXBackbone(Backbone):
         )
 
         # === Functional graph ===
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=lambda ids: self.embeddings_dropout(
                 self.token_embedding(ids)
             ),

@@ -8,6 +8,7 @@ from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.llama.llama_presets import LLAMA_PRESETS
 from keras_nlp.models.llama.llama_rotary_embedding import LlamaRotaryEmbedding
 
@@ -156,7 +157,8 @@ class LlamaBackbone(Backbone):
         )
 
         # === Functional graph ===
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=self.token_embedding,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

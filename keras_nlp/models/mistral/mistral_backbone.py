@@ -9,6 +9,7 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.mistral.mistral_presets import MISTRAL_PRESETS
 
 
@@ -206,7 +207,8 @@ class MistralBackbone(Backbone):
         )
 
         # === Functional graph ===
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=self.token_embedding,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

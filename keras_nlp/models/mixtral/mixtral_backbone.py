@@ -8,6 +8,7 @@ from keras_nlp.layers.layout_rules import sparse_moe_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.mistral.mistral_backbone import check_mistral_arguments
 from keras_nlp.models.mistral.mistral_backbone import mistral_attention
 from keras_nlp.models.mixtral.mixtral_presets import MIXTRAL_PRESETS
@@ -170,7 +171,8 @@ class MixtralBackbone(Backbone):
         )
 
         # === Functional graph ===
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=self.token_embedding,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

@@ -6,6 +6,7 @@ from keras_nlp.layers.token_and_position_embedding import (
     TokenAndPositionEmbedding,
 )
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.gpt2.gpt2_backbone import LAYER_NORM_EPSILON
 from keras_nlp.models.gpt2.gpt2_backbone import check_decoder_arguments
 from keras_nlp.models.gpt2.gpt2_backbone import learned_position_decoder_layers
@@ -122,7 +123,8 @@ class OPTBackbone(Backbone):
 
         # === Functional graph ===
         # Unlike GPT-2, OPT has no dropout on the embeddings.
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=self.embeddings,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

@@ -9,6 +9,7 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.phi3.phi3_presets import PHI3_PRESETS
 from keras_nlp.models.phi3.phi3_rotary_embedding import (
     Phi3SuScaledRotaryEmbedding,
@@ -225,7 +226,8 @@ class Phi3Backbone(Backbone):
         )
 
         # === Functional graph ===
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=self.token_embedding,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

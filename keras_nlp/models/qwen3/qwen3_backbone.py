@@ -9,6 +9,7 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.qwen3.qwen3_presets import QWEN3_PRESETS
 
 # keras-hub's Qwen 3 query/key norms keep their layer's default epsilon
@@ -179,7 +180,8 @@ class Qwen3Backbone(Backbone):
         )
 
         # === Functional graph ===
-        self._init_decoder_graph(
+        init_decoder_graph(
+            self,
             embed=self.token_embedding,
             blocks=self.transformer_layers,
             final_norm=self.layer_norm,

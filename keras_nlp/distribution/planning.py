@@ -1,0 +1,89 @@
+"""Planning a backbone's layout: config -> abstract variables -> plan.
+
+The one path from a backbone class and a config to a `LayoutPlan`, used
+by `Backbone.plan_layout`, `Backbone.get_layout_map` and the layout map
+when it binds to the backbone being built. Nothing is allocated: the
+variables come from an abstract build (see `abstract_variables`).
+"""
+
+import json
+
+import keras
+
+from keras_nlp.distribution.mesh import MeshShape
+from keras_nlp.distribution.resolver import resolve_layout
+from keras_nlp.distribution.rules import normalize_rules
+from keras_nlp.distribution.shapes import abstract_variables
+
+_CACHE = {}
+_CACHE_SIZE = 64
+
+
+def backbone_variables(backbone_cls, config):
+    """The `VariableInfo`s of `backbone_cls(**config)`, built abstractly.
+
+    The build runs with no distribution active, so it binds no layout map
+    and allocates nothing. Results are cached per class and config.
+    """
+    key = (backbone_cls, json.dumps(config, sort_keys=True, default=repr))
+    if key in _CACHE:
+        return _CACHE[key]
+    # An explicit name keeps the abstract build from taking the auto name
+    # ("gemma_backbone") that the real build should get.
+    abstract_config = {**config, "name": config.get("name") or "abstract"}
+    previous = keras.distribution.distribution()
+    keras.distribution.set_distribution(None)
+    try:
+        variables = abstract_variables(
+            lambda: backbone_cls.from_config(abstract_config)
+        )
+    finally:
+        keras.distribution.set_distribution(previous)
+    if len(_CACHE) >= _CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = variables
+    return variables
+
+
+def plan_backbone_layout(
+    backbone_cls,
+    config,
+    mesh,
+    *,
+    model_axis,
+    data_axis,
+    strict=False,
+    dtype=None,
+    preset=None,
+    user_entries=(),
+):
+    """Resolves `backbone_cls._layout_rules(config)` for its real shapes.
+
+    Args:
+        backbone_cls: the backbone class.
+        config: dict of its constructor arguments.
+        mesh: a `DeviceMesh`, `MeshShape` or dict of axis name -> size.
+        model_axis: mesh axis name of the `MODEL` role.
+        data_axis: mesh axis name of the `DATA` role, or `None`.
+        strict: bool, raise instead of falling back.
+        dtype: optional dtype to count bytes in.
+        preset: the preset name, kept in the plan.
+        user_entries: `UserEntry`s that override the rules.
+
+    Returns:
+        A `LayoutPlan`.
+    """
+    owner = backbone_cls.__name__
+    return resolve_layout(
+        normalize_rules(backbone_cls._layout_rules(config), owner),
+        backbone_variables(backbone_cls, config),
+        MeshShape.from_mesh(mesh),
+        model_axis=model_axis,
+        data_axis=data_axis,
+        owner=owner,
+        config=config,
+        preset=preset,
+        dtype=dtype,
+        strict=strict,
+        user_entries=user_entries,
+    )

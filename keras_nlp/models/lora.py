@@ -1,0 +1,179 @@
+"""LoRA for backbones: adapters laid out like their kernels, and merging."""
+
+import keras
+
+from keras_nlp.distribution.layout_map import active_layout_map
+from keras_nlp.distribution.layout_map import verify_layouts
+
+# Constructor arguments that `Backbone` handles for every subclass.
+LORA_CONFIG_KEYS = ("lora_rank", "lora_target_names")
+
+
+def check_lora_rank(rank):
+    if not isinstance(rank, int) or isinstance(rank, bool) or rank < 1:
+        raise ValueError(
+            f"The LoRA rank must be a positive integer. Received: "
+            f"rank={rank!r}."
+        )
+
+
+class LoraMixin:
+    """`enable_lora` and `merge_lora` for `Backbone` subclasses."""
+
+    # Layers `enable_lora` targets by default: the attention query and value
+    # projections. Subclasses whose layers are named otherwise override it.
+    lora_target_names = ("query", "value")
+
+    def lora_config(self):
+        """`{"lora_rank", "lora_target_names"}` when LoRA is on, else `{}`."""
+        if not getattr(self, "_lora_rank", None):
+            return {}
+        return {
+            "lora_rank": self._lora_rank,
+            "lora_target_names": list(self._lora_target_names),
+        }
+
+    def _lora_layers(self, target_names):
+        """The layers named in `target_names` that support LoRA."""
+        candidates = [
+            layer
+            for layer in self._flatten_layers(include_self=False)
+            if hasattr(layer, "enable_lora")
+            and getattr(layer, "_kernel", None) is not None
+        ]
+        chosen = [layer for layer in candidates if layer.name in target_names]
+        missing = set(target_names) - {layer.name for layer in chosen}
+        if missing:
+            names = sorted({layer.name for layer in candidates})
+            raise ValueError(
+                f"LoRA target names {sorted(missing)} match no layer of this "
+                f"{type(self).__name__}. Layers that support LoRA: "
+                f"{', '.join(names)}."
+            )
+        return chosen
+
+    def _add_lora_adapters(self, rank, target_names):
+        """Adds adapters to the target layers; freezes everything else."""
+        check_lora_rank(rank)
+        if getattr(self, "_lora_rank", None):
+            raise ValueError(
+                f"LoRA is already enabled on this {type(self).__name__} "
+                f"(rank {self._lora_rank}); it can be enabled once. Use "
+                "merge_lora() first to start again from merged kernels."
+            )
+        if target_names is None:
+            target_names = self.lora_target_names
+        if isinstance(target_names, str) or not all(
+            isinstance(name, str) for name in target_names
+        ):
+            raise ValueError(
+                "target_names must be a list of layer names, e.g. "
+                f"['query', 'value']. Received: {target_names!r}."
+            )
+        target_names = tuple(target_names)
+        layers = self._lora_layers(target_names)
+        for variable in self.weights:
+            variable.trainable = False
+        for layer in layers:
+            layer.enable_lora(rank)
+        self._lora_rank = rank
+        self._lora_target_names = target_names
+
+    def enable_lora(self, rank, target_names=None):
+        """Adds LoRA adapters; afterwards only the adapters are trainable.
+
+        Each target layer (an `EinsumDense` or `Dense`) gets Keras's
+        `lora_kernel_a` and `lora_kernel_b`. Under a `ModelParallel` scope
+        made from `get_layout_map`, the adapters' layouts are derived from
+        their kernel's planned layout (shared dimensions keep the kernel's
+        mesh axes, the rank is replicated), added to the layout map before
+        they are created, and checked afterwards. Passing `lora_rank=` to
+        the constructor (or keeping it in a config) does the same at build
+        time.
+
+        Args:
+            rank: int, the rank of the adapters.
+            target_names: list of layer names to adapt; defaults to the
+                class's `lora_target_names` (the attention query and value
+                projections).
+
+        Example:
+
+        ```python
+        from keras_nlp.models import GemmaBackbone
+
+        backbone = GemmaBackbone.from_preset(
+            "gemma_2b_en", load_weights=False, num_layers=1,
+            vocabulary_size=256, hidden_dim=64, intermediate_dim=128,
+            head_dim=16,
+        )
+        backbone.enable_lora(4)
+        [v.path for v in backbone.trainable_weights][:2]
+        # ['decoder_block_0/attention/query/lora_kernel_a',
+        #  'decoder_block_0/attention/query/lora_kernel_b']
+        ```
+        """
+        plan = self.layout_plan
+        layout_map = None
+        if plan is not None:
+            layout_map = active_layout_map()
+            if layout_map is None or layout_map.plan is not plan:
+                raise ValueError(
+                    f"This {type(self).__name__} was built under a "
+                    "ModelParallel layout; call enable_lora inside that "
+                    "distribution's scope so the adapters are sharded like "
+                    "their kernels."
+                )
+            config = {
+                **self.get_config(),
+                "lora_rank": rank,
+                "lora_target_names": list(
+                    target_names or self.lora_target_names
+                ),
+            }
+            plan = layout_map.plan_for(type(self), config)
+            layout_map.extend(plan)
+        self._add_lora_adapters(rank, target_names)
+        if plan is not None:
+            verify_layouts(self, plan, layout_map.device_mesh)
+            self._layout_plan = plan
+
+    def merge_lora(self):
+        """A copy of this backbone with the adapters merged into kernels.
+
+        Each adapted kernel becomes `kernel + alpha / rank * a @ b`; the copy
+        has no adapters and every weight is trainable again. Under a
+        `ModelParallel` scope the copy is built sharded like this one.
+
+        Returns:
+            A new backbone of the same class and config, without LoRA.
+        """
+        if not getattr(self, "_lora_rank", None):
+            raise ValueError(
+                f"This {type(self).__name__} has no LoRA adapters to merge; "
+                "call enable_lora(rank) first."
+            )
+        config = {
+            key: value
+            for key, value in self.get_config().items()
+            if key not in LORA_CONFIG_KEYS
+        }
+        config["trainable"] = True
+        merged = type(self).from_config(config)
+        adapted = {}
+        for layer in self._flatten_layers(include_self=False):
+            if getattr(layer, "lora_enabled", False):
+                a, b = layer.lora_kernel_a, layer.lora_kernel_b
+                update = keras.ops.matmul(
+                    keras.ops.reshape(a, (-1, a.shape[-1])), b
+                )
+                update = keras.ops.reshape(update, layer.kernel.shape)
+                scale = layer.lora_alpha / layer.lora_rank
+                adapted[layer._kernel.path] = layer._kernel + keras.ops.cast(
+                    update * scale, layer._kernel.dtype
+                )
+        ours = {v.path: v for v in self.weights}
+        for variable in merged.weights:
+            value = adapted.get(variable.path, ours[variable.path])
+            variable.assign(value)
+        return merged

@@ -1,0 +1,215 @@
+"""`from_preset` and `save_to_preset`: backbones in preset directories.
+
+`keras_nlp.models.Backbone` mixes `PresetMixin` in. Built-in presets are
+each class's `presets` dict (configs only); preset directories are read
+and written by `preset_config` and `preset_weights`.
+"""
+
+import os
+
+from keras_nlp.distribution import multihost
+from keras_nlp.saving.preset_config import read_backbone_config
+from keras_nlp.saving.preset_config import write_backbone_config
+from keras_nlp.saving.preset_weights import build_from_preset_weights
+from keras_nlp.saving.preset_weights import write_weights
+from keras_nlp.saving.registry import registered_backbones
+
+
+def is_preset_directory(preset):
+    return isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset)
+
+
+class PresetMixin:
+    """Preset loading and saving for `Backbone` subclasses.
+
+    Attributes:
+        presets: dict of preset name -> config (constructor arguments) of
+            the built-in presets of the class.
+    """
+
+    presets = {}
+
+    @classmethod
+    def _preset_owner(cls, preset):
+        for backbone_cls in registered_backbones(cls).values():
+            if preset in backbone_cls.__dict__.get("presets", {}):
+                return backbone_cls
+        return None
+
+    @classmethod
+    def _available_presets(cls):
+        names = []
+        for backbone_cls in registered_backbones(cls).values():
+            names.extend(backbone_cls.__dict__.get("presets", {}))
+        return sorted(names)
+
+    @classmethod
+    def _preset_config(cls, preset):
+        """`(class, config)` of a built-in preset name or a preset directory."""
+        if is_preset_directory(preset):
+            owner, config = read_backbone_config(os.fspath(preset))
+            if not issubclass(owner, cls):
+                raise ValueError(
+                    f"The preset {os.fspath(preset)!r} holds a "
+                    f"{owner.__name__}, not a {cls.__name__}. Load it with "
+                    f"{owner.__name__}.from_preset or "
+                    "keras_nlp.models.Backbone.from_preset."
+                )
+            return owner, config
+        owner = cls._preset_owner(preset)
+        if owner is None:
+            looks_like_path = isinstance(preset, os.PathLike) or (
+                isinstance(preset, str) and ("/" in preset or os.sep in preset)
+            )
+            hint = (
+                f" {os.fspath(preset)!r} is not an existing directory either."
+                if looks_like_path
+                else ""
+            )
+            raise ValueError(
+                f"Unknown preset {preset!r} for {cls.__name__}. Built-in "
+                f"presets: {', '.join(cls._available_presets()) or 'none'}; "
+                f"or pass the path of a preset directory.{hint}"
+            )
+        return owner, dict(owner.presets[preset])
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, verbose=False, **kwargs):
+        """Builds a backbone from a preset directory or a built-in config.
+
+        A preset directory holds `config.json`, `metadata.json` and the
+        weights (`model.weights.h5`, or `model.weights.json` and the
+        `model_NNNNN.weights.h5` files it lists), as written by
+        `save_to_preset` here or by keras-hub for the same architecture.
+        `config.json` is read safely: only backbone classes of this library
+        (registered as `keras_nlp>Name` or `keras_hub>Name`) are built, and
+        only from plain arguments. Every weight is checked against the
+        built backbone before any is loaded.
+
+        Inside a `keras.distribution.ModelParallel` scope whose layout map
+        comes from `get_layout_map`, the backbone is built with its layout
+        and each weight is read from the file straight into its shards.
+        A preset saved on one mesh loads on any other mesh, or on none.
+
+        Built-in presets (see `presets`) are configs only: nothing is
+        bundled or downloaded, so they need `load_weights=False`.
+
+        Args:
+            preset: a preset directory, or the name of a built-in preset.
+            load_weights: bool, load the preset's weights (default) or keep
+                random ones.
+            verbose: bool, show a progress bar while loading weights.
+            **kwargs: constructor arguments overriding the preset's config,
+                e.g. `dtype="bfloat16"`.
+
+        Returns:
+            The backbone.
+
+        Raises:
+            ValueError (`keras_nlp.saving.PresetError` for files): an unknown
+                preset, a preset of another class, or files that are
+                missing, unsafe, truncated or do not match the config.
+
+        Example:
+
+        ```python
+        import tempfile
+
+        import keras
+        import keras_nlp
+
+        backbone = keras_nlp.models.GemmaBackbone.from_preset(
+            "gemma_2b_en", load_weights=False, num_layers=1,
+            vocabulary_size=128, hidden_dim=32, intermediate_dim=64,
+            head_dim=8,
+        )
+        path = tempfile.mkdtemp()
+        backbone.save_to_preset(path)
+
+        devices = keras.distribution.list_devices()
+        mesh = keras.distribution.DeviceMesh(
+            (1, len(devices)), ("batch", "model"), devices
+        )
+        distribution = keras.distribution.ModelParallel(
+            layout_map=keras_nlp.models.Backbone.get_layout_map(mesh),
+            batch_dim_name="batch",
+        )
+        with distribution.scope():
+            loaded = keras_nlp.models.Backbone.from_preset(path)
+        ```
+        """
+        owner, config = cls._preset_config(preset)
+        if load_weights and not is_preset_directory(preset):
+            raise ValueError(
+                f"The built-in preset {preset!r} is a config only: keras_nlp "
+                "bundles no weights and never downloads them. Pass "
+                "load_weights=False to build it with random weights, or "
+                "the path of a preset directory."
+            )
+        config.update(kwargs)
+        if not load_weights:
+            return owner.from_config(config)
+        return build_from_preset_weights(
+            owner, config, os.fspath(preset), verbose
+        )
+
+    def save_to_preset(self, preset_dir, max_shard_size=10):
+        """Saves the backbone as a preset directory in keras-hub's format.
+
+        Writes `model.weights.h5` (laid out as Keras's `save_weights` does,
+        so keras-hub reads it for the same architecture), then
+        `config.json` (registered name `keras_nlp>ClassName`) and
+        `metadata.json`. Sharded variables are gathered one tensor at a
+        time. LoRA adapters are merged into their kernels, so the preset is
+        a plain backbone with the adapted outputs.
+
+        Args:
+            preset_dir: str, the directory; created if missing. Weight files
+                already in it are replaced.
+            max_shard_size: float, in GB. Weights larger than this are
+                written as `model.weights.json` plus `model_00000.weights.h5`,
+                `model_00001.weights.h5`, ... of at most this size each.
+
+        Example:
+
+        ```python
+        import tempfile
+
+        import keras_nlp
+
+        backbone = keras_nlp.models.LlamaBackbone.from_preset(
+            "llama2_7b_en", load_weights=False, num_layers=1,
+            vocabulary_size=128, hidden_dim=32, intermediate_dim=64,
+            num_query_heads=4, num_key_value_heads=2,
+        )
+        path = tempfile.mkdtemp()
+        backbone.save_to_preset(path, max_shard_size=0.00005)
+        loaded = keras_nlp.models.LlamaBackbone.from_preset(path)
+        ```
+        """
+        if (
+            not isinstance(max_shard_size, (int, float))
+            or isinstance(max_shard_size, bool)
+            or max_shard_size <= 0
+        ):
+            raise ValueError(
+                "max_shard_size must be a positive number of GB. Received: "
+                f"max_shard_size={max_shard_size!r}."
+            )
+        preset_dir = os.fspath(preset_dir)
+        if os.path.exists(preset_dir) and not os.path.isdir(preset_dir):
+            raise ValueError(
+                f"save_to_preset needs a directory; {preset_dir!r} is a file."
+            )
+        writing = multihost.is_main_process()
+        if writing:
+            os.makedirs(preset_dir, exist_ok=True)
+            # An older config must not pair with half-written new weights.
+            old_config = os.path.join(preset_dir, "config.json")
+            if os.path.exists(old_config):
+                os.remove(old_config)
+        # Config last: an interrupted save leaves no loadable preset behind.
+        write_weights(self, preset_dir, max_shard_size=max_shard_size)
+        if writing:
+            write_backbone_config(self, preset_dir)
+        multihost.barrier("keras_nlp.save_to_preset")
