@@ -12,6 +12,7 @@ from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
 from keras_nlp.layers.token_and_position_embedding import (
     TokenAndPositionEmbedding,
 )
+from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
@@ -28,4 +29,5 @@ __all__ = [
     "alibi_slopes",
     "decoder_attention_mask",
     "grouped_query_attention",
+    "token_embedding",
 ]

@@ -10,7 +10,24 @@ import math
 import keras
 from keras import ops
 
+from keras_nlp.distribution.dims import declare_einsum_dims
+from keras_nlp.distribution.dims import einsum_dims
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
+
+# The projections' einsum equations, and what each letter of them means.
+EQUATIONS = {
+    "query": "btd,dnh->btnh",
+    "key": "bsd,dkh->bskh",
+    "value": "bsd,dkh->bskh",
+    "output": "btnh,nhd->btd",
+    # Falcon, Bloom: the heads concatenated, `f = heads * head_dim`.
+    "flat_output": "btf,fd->btd",
+}
+LEGEND = dict(d="hidden", n="heads", k="kv_heads", h="head_dim", f="heads")
+# The kernels' dimension names, e.g. query `(hidden, heads, head_dim)`.
+KERNEL_DIMS = {
+    kind: einsum_dims(equation, LEGEND) for kind, equation in EQUATIONS.items()
+}
 
 DEFAULT_SUBLAYER_NAMES = {
     "query": "query",
@@ -227,7 +244,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         )
 
     def _projection(self, equation, heads, bias_axes, name):
-        return keras.layers.EinsumDense(
+        dense = keras.layers.EinsumDense(
             equation,
             output_shape=(None, heads, self._head_dim),
             bias_axes=bias_axes if self.use_bias else None,
@@ -235,33 +252,34 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             name=self._names[name],
         )
+        return declare_einsum_dims(dense, **LEGEND)
 
     def build(self, input_shape):
         hidden_dim = input_shape[-1]
         self._head_dim = self.head_dim or hidden_dim // self.num_query_heads
         self.query_dense = self._projection(
-            "btd,dnh->btnh", self.num_query_heads, "nh", "query"
+            EQUATIONS["query"], self.num_query_heads, "nh", "query"
         )
         self.query_dense.build(input_shape)
         self.key_dense = self._projection(
-            "bsd,dkh->bskh", self.num_key_value_heads, "kh", "key"
+            EQUATIONS["key"], self.num_key_value_heads, "kh", "key"
         )
         self.key_dense.build(input_shape)
         self.value_dense = self._projection(
-            "bsd,dkh->bskh", self.num_key_value_heads, "kh", "value"
+            EQUATIONS["value"], self.num_key_value_heads, "kh", "value"
         )
         self.value_dense.build(input_shape)
 
         heads_shape = (None, None, self.num_query_heads, self._head_dim)
         if self.flat_output_kernel:
-            equation = "btf,fd->btd"
+            equation = EQUATIONS["flat_output"]
             output_input_shape = (
                 None,
                 None,
                 self.num_query_heads * self._head_dim,
             )
         else:
-            equation = "btnh,nhd->btd"
+            equation = EQUATIONS["output"]
             output_input_shape = heads_shape
         self.output_dense = keras.layers.EinsumDense(
             equation,
@@ -271,6 +289,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             name=self._names["output"],
         )
+        declare_einsum_dims(self.output_dense, **LEGEND)
         self.output_dense.build(output_input_shape)
 
         if self.use_query_key_norm:

@@ -5,7 +5,12 @@ import inspect
 import keras
 from keras import ops
 
+from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.layers.cached_attention import decoder_attention_mask
+
+# Feed-forward kernels: inputs (gate, intermediate) and output.
+FEEDFORWARD_INPUT_DIMS = ("hidden", "ffw")
+FEEDFORWARD_OUTPUT_DIMS = ("ffw", "hidden")
 
 DEFAULT_SUBLAYER_NAMES = {
     "attention_norm": "self_attention_layernorm",
@@ -159,11 +164,15 @@ class DecoderLayer(keras.layers.Layer):
         self.intermediate_dense = self.gate_dense = self.output_dense = None
         if feedforward is None:
             self.intermediate_dense = self._dense(
-                intermediate_dim, names["intermediate"]
+                intermediate_dim, names["intermediate"], FEEDFORWARD_INPUT_DIMS
             )
             if gated:
-                self.gate_dense = self._dense(intermediate_dim, names["gate"])
-            self.output_dense = self._dense(hidden_dim, names["output"])
+                self.gate_dense = self._dense(
+                    intermediate_dim, names["gate"], FEEDFORWARD_INPUT_DIMS
+                )
+            self.output_dense = self._dense(
+                hidden_dim, names["output"], FEEDFORWARD_OUTPUT_DIMS
+            )
         self.attention_dropout = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy, name="attention_dropout"
         )
@@ -184,8 +193,8 @@ class DecoderLayer(keras.layers.Layer):
             epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
         )
 
-    def _dense(self, width, name):
-        return keras.layers.EinsumDense(
+    def _dense(self, width, name, dims):
+        dense = keras.layers.EinsumDense(
             "btd,df->btf",
             output_shape=(None, width),
             bias_axes="f" if self.use_bias else None,
@@ -197,6 +206,8 @@ class DecoderLayer(keras.layers.Layer):
             dtype=self.dtype_policy,
             name=name,
         )
+        input_dim, output_dim = dims
+        return declare_einsum_dims(dense, d=input_dim, f=output_dim)
 
     def build(self, input_shape):
         self.attention_norm.build(input_shape)

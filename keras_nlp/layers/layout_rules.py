@@ -1,7 +1,7 @@
 """Layout rules for the weights of the shared layers.
 
 A backbone's `_layout_rules(config)` composes these with the path prefix of
-each layer, so the orientation of every shared kernel is written once:
+each layer, so the sharding of every shared kernel is written once:
 
 ```python
 @staticmethod
@@ -13,36 +13,103 @@ def _layout_rules(config):
         *feedforward_rules(block),
     ]
 ```
+
+Each helper states which role shards which *named* dimension (heads on
+the model axis, hidden on the data axis) and orders the spec by the
+dimension names the layer declares for that variable, so a spec cannot be
+transposed against its kernel; the names travel with the rule and the
+resolver checks them against the built variable.
 """
 
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.cached_attention import DEFAULT_SUBLAYER_NAMES
+from keras_nlp.layers.cached_attention import KERNEL_DIMS
 from keras_nlp.layers.decoder_layer import (
     DEFAULT_SUBLAYER_NAMES as FEEDFORWARD_NAMES,
 )
+from keras_nlp.layers.decoder_layer import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.decoder_layer import FEEDFORWARD_OUTPUT_DIMS
 from keras_nlp.layers.sparse_moe import DEFAULT_SUBLAYER_NAMES as MOE_NAMES
+from keras_nlp.layers.sparse_moe import EXPERT_INPUT_DIMS
+from keras_nlp.layers.sparse_moe import EXPERT_OUTPUT_DIMS
+from keras_nlp.layers.sparse_moe import ROUTER_DIMS
+from keras_nlp.layers.token_and_position_embedding import (
+    POSITION_EMBEDDING_DIMS,
+)
+from keras_nlp.layers.token_and_position_embedding import REVERSE_EMBEDDING_DIMS
+from keras_nlp.layers.token_and_position_embedding import TOKEN_EMBEDDING_DIMS
+
+# Tensor parallelism on the heads and widths, FSDP on hidden.
+_HEADS_ON_MODEL = {
+    "heads": MODEL,
+    "kv_heads": MODEL,
+    "ffw": MODEL,
+    "hidden": DATA,
+}
+# The vocabulary on the model axis; hidden if the vocabulary won't divide
+# (e.g. GPT-2's 50257); hidden over both axes if it divides neither.
+_VOCAB_ALTERNATIVES = (
+    {"vocab": MODEL, "hidden": DATA},
+    {"vocab": DATA, "hidden": MODEL},
+    {"hidden": (DATA, MODEL)},
+)
+
+
+def named_rule(pattern, dims, *roles_by_name):
+    """A `(regex, specs, dims)` rule whose specs follow `dims`' order.
+
+    Args:
+        pattern: the regex of the variable paths.
+        dims: the variables' dimension names, as their layer declares them.
+        *roles_by_name: one dict per alternative, most preferred first, of
+            dimension name -> role (`MODEL`, `DATA`, a tuple, or `None`);
+            names it leaves out are not sharded.
+
+    Returns:
+        A rule for `_layout_rules`.
+    """
+    specs = [tuple(roles.get(name) for name in dims) for roles in roles_by_name]
+    return (pattern, specs if len(specs) > 1 else specs[0], dims)
 
 
 def token_embedding_rules(prefix, tied):
-    """`keras.layers.ReversibleEmbedding` weights under `prefix`.
+    """`keras_nlp.layers.token_embedding` weights under `prefix`.
 
-    The vocabulary goes on the model axis, or the hidden dimension when the
-    vocabulary does not divide (e.g. GPT-2's 50257); when the vocabulary
-    divides neither axis, hidden is spread over both. The untied output
-    projection `(hidden, vocab)` mirrors it.
+    The untied output projection `(hidden, vocab)` gets the same placement
+    as the table, in its own orientation.
     """
-    specs = [(MODEL, DATA), (DATA, MODEL), (None, (DATA, MODEL))]
-    rules = [(prefix + "embeddings", specs, ("vocab", "hidden"))]
+    rules = [
+        named_rule(
+            prefix + "embeddings", TOKEN_EMBEDDING_DIMS, *_VOCAB_ALTERNATIVES
+        )
+    ]
     if not tied:
         rules.append(
-            (
+            named_rule(
                 prefix + "reverse_embeddings",
-                [tuple(reversed(spec)) for spec in specs],
-                ("hidden", "vocab"),
+                REVERSE_EMBEDDING_DIMS,
+                *_VOCAB_ALTERNATIVES,
             )
         )
     return rules
+
+
+def position_embedding_rules(prefix):
+    """A `PositionEmbedding` table under `prefix`.
+
+    Rows on the model axis and hidden on the data axis, like the token
+    table of a vocabulary that divides; the other way round when the rows
+    do not divide.
+    """
+    return [
+        named_rule(
+            prefix + "embeddings",
+            POSITION_EMBEDDING_DIMS,
+            {"position": MODEL, "hidden": DATA},
+            {"position": DATA, "hidden": MODEL},
+        )
+    ]
 
 
 def attention_rules(
@@ -61,39 +128,33 @@ def attention_rules(
     query, key, value, output = (
         names[kind] for kind in ("query", "key", "value", "output")
     )
+    output_kind = "flat_output" if flat_output_kernel else "output"
     rules = [
-        (
-            prefix + f"{query}/kernel",
-            (DATA, MODEL, None),
-            ("hidden", "heads", "head_dim"),
+        named_rule(
+            prefix + f"{query}/kernel", KERNEL_DIMS["query"], _HEADS_ON_MODEL
         ),
-        (
+        named_rule(
             prefix + f"({key}|{value})/kernel",
-            (DATA, MODEL, None),
-            ("hidden", "kv_heads", "head_dim"),
+            KERNEL_DIMS["key"],
+            _HEADS_ON_MODEL,
+        ),
+        named_rule(
+            prefix + f"{output}/kernel",
+            KERNEL_DIMS[output_kind],
+            _HEADS_ON_MODEL,
         ),
     ]
-    if flat_output_kernel:
-        # Input is the concatenated heads: sharded like the heads.
-        rules.append(
-            (prefix + f"{output}/kernel", (MODEL, DATA), ("heads", "hidden"))
-        )
-    else:
-        rules.append(
-            (
-                prefix + f"{output}/kernel",
-                (MODEL, None, DATA),
-                ("heads", "head_dim", "hidden"),
-            )
-        )
     if use_bias:
-        bias_spec = (MODEL, None)
         rules += [
-            (prefix + f"{query}/bias", bias_spec, ("heads", "head_dim")),
-            (
+            named_rule(
+                prefix + f"{query}/bias",
+                ("heads", "head_dim"),
+                {"heads": MODEL},
+            ),
+            named_rule(
                 prefix + f"({key}|{value})/bias",
-                bias_spec,
                 ("kv_heads", "head_dim"),
+                {"kv_heads": MODEL},
             ),
         ]
     return rules
@@ -109,11 +170,13 @@ def feedforward_rules(prefix, sublayer_names=None, gated=True):
     if gated:
         inputs = f"({names['intermediate']}|{names['gate']})"
     return [
-        (prefix + f"{inputs}/kernel", (DATA, MODEL), ("hidden", "ffw")),
-        (
+        named_rule(
+            prefix + f"{inputs}/kernel", FEEDFORWARD_INPUT_DIMS, _HEADS_ON_MODEL
+        ),
+        named_rule(
             prefix + f"{names['output']}/kernel",
-            (MODEL, DATA),
-            ("ffw", "hidden"),
+            FEEDFORWARD_OUTPUT_DIMS,
+            _HEADS_ON_MODEL,
         ),
     ]
 
@@ -133,20 +196,14 @@ def sparse_moe_rules(
     inputs = names["gate"]
     if not fused_gate_intermediate:
         inputs = f"({names['gate']}|{names['intermediate']})"
+    expert_alternatives = (
+        {"experts": MODEL, "hidden": DATA},
+        {"ffw": MODEL, "hidden": DATA},
+    )
     return [
-        (
-            prefix + names["router"] + "/kernel",
-            (None, None),
-            ("hidden", "experts"),
-        ),
-        (
-            experts + inputs,
-            [(MODEL, DATA, None), (None, DATA, MODEL)],
-            ("experts", "hidden", "ffw"),
-        ),
-        (
-            experts + names["output"],
-            [(MODEL, None, DATA), (None, MODEL, DATA)],
-            ("experts", "ffw", "hidden"),
+        named_rule(prefix + names["router"] + "/kernel", ROUTER_DIMS, {}),
+        named_rule(experts + inputs, EXPERT_INPUT_DIMS, *expert_alternatives),
+        named_rule(
+            experts + names["output"], EXPERT_OUTPUT_DIMS, *expert_alternatives
         ),
     ]

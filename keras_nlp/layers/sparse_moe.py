@@ -11,7 +11,13 @@ on the model axis each device runs its own experts.
 import keras
 from keras import ops
 
+from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.layers.decoder_layer import get_activation
+
+# What each dimension of the expert weights and the router kernel is.
+EXPERT_INPUT_DIMS = ("experts", "hidden", "ffw")
+EXPERT_OUTPUT_DIMS = ("experts", "ffw", "hidden")
+ROUTER_DIMS = ("hidden", "experts")
 
 DEFAULT_SUBLAYER_NAMES = {
     "router": "sparse_feedforward_gate_dense",
@@ -56,6 +62,15 @@ class ExpertBank(keras.layers.Layer):
             **(variable_names or {}),
         }
         self._activation = get_activation(activation)
+        names = self.variable_names
+        declare_dims(
+            self,
+            **{
+                names["gate"]: EXPERT_INPUT_DIMS,
+                names["intermediate"]: EXPERT_INPUT_DIMS,
+                names["output"]: EXPERT_OUTPUT_DIMS,
+            },
+        )
 
     def _weight(self, shape, kind):
         return self.add_weight(
@@ -227,6 +242,7 @@ class SparseMoE(keras.layers.Layer):
             dtype=self.dtype_policy,
             name=names["router"],
         )
+        declare_dims(self.router, kernel=ROUTER_DIMS)
         self.experts = ExpertBank(
             num_experts,
             intermediate_dim,

@@ -8,6 +8,62 @@ token side (`ReversibleEmbedding`) but no position table, hence these layers.
 import keras
 from keras import ops
 
+from keras_nlp.distribution.dims import declare_dims
+
+# What each dimension of the embedding tables is.
+TOKEN_EMBEDDING_DIMS = ("vocab", "hidden")
+REVERSE_EMBEDDING_DIMS = ("hidden", "vocab")
+POSITION_EMBEDDING_DIMS = ("position", "hidden")
+
+
+def token_embedding(
+    vocabulary_size,
+    hidden_dim,
+    tie_weights=True,
+    initializer=None,
+    dtype=None,
+    name="token_embedding",
+):
+    """Keras's `ReversibleEmbedding`, with its dimensions declared.
+
+    `embeddings` is `(vocab, hidden)`; the untied output projection
+    `reverse_embeddings` (when `tie_weights=False`) is `(hidden, vocab)`.
+
+    Args:
+        vocabulary_size: int. Rows of the table.
+        hidden_dim: int. Width of each embedding.
+        tie_weights: bool. Reuse the table as the output projection.
+        initializer: initializer of the tables; defaults to
+            `RandomNormal(stddev=0.01)`, as the decoder checkpoints' configs.
+        dtype: dtype or `keras.DTypePolicy`.
+        name: the layer name (the variables' path prefix).
+
+    Example:
+
+    ```python
+    from keras_nlp.layers import token_embedding
+
+    embedding = token_embedding(128, 32, tie_weights=False)
+    embedding.build((None, None))
+    embedding.reverse_embeddings.shape  # (32, 128)
+    ```
+    """
+    layer = keras.layers.ReversibleEmbedding(
+        input_dim=vocabulary_size,
+        output_dim=hidden_dim,
+        tie_weights=tie_weights,
+        embeddings_initializer=(
+            initializer or keras.initializers.RandomNormal(stddev=0.01)
+        ),
+        dtype=dtype,
+        name=name,
+    )
+    return declare_dims(
+        layer,
+        embeddings=TOKEN_EMBEDDING_DIMS,
+        reverse_embeddings=REVERSE_EMBEDDING_DIMS,
+    )
+
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class PositionEmbedding(keras.layers.Layer):
@@ -58,6 +114,7 @@ class PositionEmbedding(keras.layers.Layer):
             )
         self.sequence_length = sequence_length
         self.initializer = keras.initializers.get(initializer)
+        declare_dims(self, embeddings=POSITION_EMBEDDING_DIMS)
 
     def build(self, input_shape):
         self.embeddings = self.add_weight(
@@ -149,13 +206,12 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         )
         # Keras initializers fix their seed when created; a fresh copy per
         # table keeps the two tables' draws independent.
-        self.token_embedding = keras.layers.ReversibleEmbedding(
+        self.token_embedding = token_embedding(
             vocabulary_size,
             embedding_dim,
             tie_weights=tie_weights,
-            embeddings_initializer=self._initializer(),
+            initializer=self._initializer(),
             dtype=self.dtype_policy,
-            name="token_embedding",
         )
         self.position_embedding = PositionEmbedding(
             sequence_length=sequence_length,

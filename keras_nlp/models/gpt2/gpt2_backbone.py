@@ -2,12 +2,11 @@
 
 import keras
 
-from keras_nlp.distribution import DATA
-from keras_nlp.distribution import MODEL
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.layout_rules import position_embedding_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
 from keras_nlp.models.backbone import Backbone
@@ -120,13 +119,7 @@ def learned_position_decoder_rules(embeddings_prefix):
             embeddings_prefix + "token_embedding/",
             tied=True,
         ),
-        # Rows on the model axis and hidden on the data axis, like the token
-        # table of a vocabulary that divides.
-        (
-            embeddings_prefix + "position_embedding/embeddings",
-            [(MODEL, DATA), (DATA, MODEL)],
-            ("positions", "hidden"),
-        ),
+        *position_embedding_rules(embeddings_prefix + "position_embedding/"),
         *attention_rules(block + "self_attention/", use_bias=True),
         *feedforward_rules(block, gated=False),
     ]
