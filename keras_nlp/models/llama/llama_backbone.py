@@ -1,14 +1,11 @@
 """Llama and Llama 2 decoder backbone."""
 
-import keras
-
-from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
-from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
+from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.llama.llama_presets import LLAMA_PRESETS
 from keras_nlp.models.llama.llama_rotary_embedding import LlamaRotaryEmbedding
 
@@ -100,25 +97,23 @@ class LlamaBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        if hidden_dim % num_query_heads:
-            raise ValueError(
-                "`hidden_dim` must be a multiple of `num_query_heads`. "
-                f"Received: hidden_dim={hidden_dim}, "
-                f"num_query_heads={num_query_heads}."
-            )
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            input_dim=vocabulary_size,
-            output_dim=hidden_dim,
-            tie_weights=tie_word_embeddings,
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
-            dtype=dtype,
-            name="token_embedding",
+        check_llama_style_arguments(
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            num_query_heads=num_query_heads,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            num_key_value_heads=num_key_value_heads,
         )
-        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
-        self.transformer_layers = []
-        for index in range(num_layers):
-            rotary_embedding = LlamaRotaryEmbedding(
+        build_llama_style(
+            self,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            rotary_embedding=lambda: LlamaRotaryEmbedding(
                 max_wavelength=rope_max_wavelength,
                 scaling_factor=rope_position_scaling_factor,
                 frequency_adjustment_factor=rope_frequency_adjustment_factor,
@@ -127,87 +122,10 @@ class LlamaBackbone(Backbone):
                 pretraining_sequence_length=rope_pretraining_sequence_length,
                 dtype=dtype,
                 name="rotary_embedding",
-            )
-            attention = CachedGroupedQueryAttention(
-                num_query_heads=num_query_heads,
-                num_key_value_heads=num_key_value_heads,
-                rotary_embedding=rotary_embedding,
-                dropout=dropout,
-                kernel_initializer=kernel_initializer,
-                dtype=dtype,
-                name="self_attention",
-            )
-            self.transformer_layers.append(
-                DecoderLayer(
-                    attention=attention,
-                    hidden_dim=hidden_dim,
-                    intermediate_dim=intermediate_dim,
-                    activation="silu",
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    dropout=dropout,
-                    kernel_initializer=kernel_initializer,
-                    dtype=dtype,
-                    name=f"transformer_layer_{index}",
-                )
-            )
-        self.layer_norm = keras.layers.RMSNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="sequence_output_layernorm",
-        )
-
-        # === Functional graph ===
-        init_decoder_graph(
-            self,
-            embed=self.token_embedding,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            ),
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            tie_word_embeddings=tie_word_embeddings,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_query_heads = num_query_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.num_key_value_heads = num_key_value_heads
-        self.rope_max_wavelength = rope_max_wavelength
-        self.rope_position_scaling_factor = rope_position_scaling_factor
-        self.rope_frequency_adjustment_factor = rope_frequency_adjustment_factor
-        self.rope_low_freq_factor = rope_low_freq_factor
-        self.rope_high_freq_factor = rope_high_freq_factor
-        self.rope_pretraining_sequence_length = rope_pretraining_sequence_length
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.dropout = dropout
-        self.tie_word_embeddings = tie_word_embeddings
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "num_query_heads": self.num_query_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "num_key_value_heads": self.num_key_value_heads,
-                "rope_max_wavelength": self.rope_max_wavelength,
-                "rope_position_scaling_factor": (
-                    self.rope_position_scaling_factor
-                ),
-                "rope_frequency_adjustment_factor": (
-                    self.rope_frequency_adjustment_factor
-                ),
-                "rope_low_freq_factor": self.rope_low_freq_factor,
-                "rope_high_freq_factor": self.rope_high_freq_factor,
-                "rope_pretraining_sequence_length": (
-                    self.rope_pretraining_sequence_length
-                ),
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "dropout": self.dropout,
-                "tie_word_embeddings": self.tie_word_embeddings,
-            }
-        )
-        return config

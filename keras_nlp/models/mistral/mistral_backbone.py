@@ -1,76 +1,13 @@
 """Mistral decoder backbone."""
 
-import keras
-
-from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
-from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
+from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.mistral.mistral_presets import MISTRAL_PRESETS
-
-
-def _is_positive_integer(value):
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
-
-
-def check_mistral_arguments(optional=(), **required):
-    """Raises a `ValueError` naming the first malformed size argument.
-
-    Every keyword argument must be a positive integer; those named in
-    `optional` may also be `None`. `hidden_dim` must split into
-    `num_query_heads` heads unless a `head_dim` is given.
-    """
-    for name, value in required.items():
-        if value is None and name in optional:
-            continue
-        if not _is_positive_integer(value):
-            allowed = " or None" if name in optional else ""
-            raise ValueError(
-                f"`{name}` must be a positive integer{allowed}. Received: "
-                f"{name}={value!r}."
-            )
-    hidden_dim, heads = required["hidden_dim"], required["num_query_heads"]
-    if required.get("head_dim") is None and hidden_dim % heads:
-        raise ValueError(
-            "`hidden_dim` must be a multiple of `num_query_heads` when "
-            f"`head_dim` is None. Received: hidden_dim={hidden_dim}, "
-            f"num_query_heads={heads}."
-        )
-
-
-def mistral_attention(
-    num_query_heads,
-    num_key_value_heads,
-    head_dim,
-    rope_max_wavelength,
-    rope_scaling_factor,
-    sliding_window,
-    dropout,
-    kernel_initializer,
-    dtype,
-):
-    """Mistral's self-attention: GQA with RoPE and a sliding window."""
-    rotary_embedding = RotaryEmbedding(
-        max_wavelength=rope_max_wavelength,
-        scaling_factor=rope_scaling_factor,
-        dtype=dtype,
-        name="rotary_embedding",
-    )
-    return CachedGroupedQueryAttention(
-        num_query_heads=num_query_heads,
-        num_key_value_heads=num_key_value_heads,
-        head_dim=head_dim,
-        rotary_embedding=rotary_embedding,
-        sliding_window_size=sliding_window,
-        dropout=dropout,
-        kernel_initializer=kernel_initializer,
-        dtype=dtype,
-        name="self_attention",
-    )
 
 
 class MistralBackbone(Backbone):
@@ -153,8 +90,9 @@ class MistralBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        check_mistral_arguments(
-            optional=("sliding_window", "head_dim"),
+        check_llama_style_arguments(
+            optional=("sliding_window",),
+            head_dim=head_dim,
             vocabulary_size=vocabulary_size,
             num_layers=num_layers,
             num_query_heads=num_query_heads,
@@ -162,90 +100,26 @@ class MistralBackbone(Backbone):
             intermediate_dim=intermediate_dim,
             num_key_value_heads=num_key_value_heads,
             sliding_window=sliding_window,
-            head_dim=head_dim,
         )
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            input_dim=vocabulary_size,
-            output_dim=hidden_dim,
-            tie_weights=False,
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
-            dtype=dtype,
-            name="token_embedding",
-        )
-        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
-        self.transformer_layers = []
-        for index in range(num_layers):
-            attention = mistral_attention(
-                num_query_heads,
-                num_key_value_heads,
-                head_dim,
-                rope_max_wavelength,
-                rope_scaling_factor,
-                sliding_window,
-                dropout,
-                kernel_initializer,
-                dtype,
-            )
-            self.transformer_layers.append(
-                DecoderLayer(
-                    attention=attention,
-                    hidden_dim=hidden_dim,
-                    intermediate_dim=intermediate_dim,
-                    activation="silu",
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    dropout=dropout,
-                    kernel_initializer=kernel_initializer,
-                    dtype=dtype,
-                    name=f"transformer_layer_{index}",
-                )
-            )
-        self.layer_norm = keras.layers.RMSNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="sequence_output_layernorm",
-        )
-
-        # === Functional graph ===
-        init_decoder_graph(
+        build_llama_style(
             self,
-            embed=self.token_embedding,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            head_dim=head_dim,
+            rotary_embedding=lambda: RotaryEmbedding(
+                max_wavelength=rope_max_wavelength,
+                scaling_factor=rope_scaling_factor,
+                dtype=dtype,
+                name="rotary_embedding",
+            ),
+            attention_options={"sliding_window_size": sliding_window},
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            tie_word_embeddings=False,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_query_heads = num_query_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.num_key_value_heads = num_key_value_heads
-        self.rope_max_wavelength = rope_max_wavelength
-        self.rope_scaling_factor = rope_scaling_factor
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.sliding_window = sliding_window
-        self.head_dim = head_dim
-        self.dropout = dropout
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "num_query_heads": self.num_query_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "num_key_value_heads": self.num_key_value_heads,
-                "rope_max_wavelength": self.rope_max_wavelength,
-                "rope_scaling_factor": self.rope_scaling_factor,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "sliding_window": self.sliding_window,
-                "head_dim": self.head_dim,
-                "dropout": self.dropout,
-            }
-        )
-        return config

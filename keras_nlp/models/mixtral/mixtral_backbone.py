@@ -2,15 +2,14 @@
 
 import keras
 
-from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import sparse_moe_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
+from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
-from keras_nlp.models.mistral.mistral_backbone import check_mistral_arguments
-from keras_nlp.models.mistral.mistral_backbone import mistral_attention
+from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.mixtral.mixtral_presets import MIXTRAL_PRESETS
 
 MOE_BLOCK = "mixtral_sparse_moe_block"
@@ -107,7 +106,7 @@ class MixtralBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        check_mistral_arguments(
+        check_llama_style_arguments(
             optional=("sliding_window",),
             vocabulary_size=vocabulary_size,
             num_layers=num_layers,
@@ -118,30 +117,21 @@ class MixtralBackbone(Backbone):
             num_experts=num_experts,
             sliding_window=sliding_window,
         )
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            input_dim=vocabulary_size,
-            output_dim=hidden_dim,
-            tie_weights=False,
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
-            dtype=dtype,
-            name="token_embedding",
-        )
-        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
-        self.transformer_layers = []
-        for index in range(num_layers):
-            attention = mistral_attention(
-                num_query_heads,
-                num_key_value_heads,
-                None,
-                rope_max_wavelength,
-                rope_scaling_factor,
-                sliding_window,
-                dropout,
-                kernel_initializer,
-                dtype,
-            )
-            experts = SparseMoE(
+        build_llama_style(
+            self,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            rotary_embedding=lambda: RotaryEmbedding(
+                max_wavelength=rope_max_wavelength,
+                scaling_factor=rope_scaling_factor,
+                dtype=dtype,
+                name="rotary_embedding",
+            ),
+            attention_options={"sliding_window_size": sliding_window},
+            feedforward=lambda: SparseMoE(
                 num_experts=num_experts,
                 intermediate_dim=intermediate_dim,
                 top_k=top_k,
@@ -149,73 +139,13 @@ class MixtralBackbone(Backbone):
                 normalize_top_k=True,
                 router_jitter_noise=router_jitter_noise,
                 router_aux_loss_coef=router_aux_loss_coef,
-                kernel_initializer=kernel_initializer,
+                kernel_initializer=keras.initializers.RandomNormal(stddev=0.02),
                 dtype=dtype,
                 name=MOE_BLOCK,
-            )
-            self.transformer_layers.append(
-                DecoderLayer(
-                    attention=attention,
-                    hidden_dim=hidden_dim,
-                    feedforward=experts,
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    dropout=dropout,
-                    dtype=dtype,
-                    name=f"transformer_layer_{index}",
-                )
-            )
-        self.layer_norm = keras.layers.RMSNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="sequence_output_layernorm",
-        )
-
-        # === Functional graph ===
-        init_decoder_graph(
-            self,
-            embed=self.token_embedding,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            ),
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            tie_word_embeddings=False,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_query_heads = num_query_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.num_key_value_heads = num_key_value_heads
-        self.num_experts = num_experts
-        self.top_k = top_k
-        self.router_jitter_noise = router_jitter_noise
-        self.rope_max_wavelength = rope_max_wavelength
-        self.rope_scaling_factor = rope_scaling_factor
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.router_aux_loss_coef = router_aux_loss_coef
-        self.sliding_window = sliding_window
-        self.dropout = dropout
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "num_query_heads": self.num_query_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "num_key_value_heads": self.num_key_value_heads,
-                "num_experts": self.num_experts,
-                "top_k": self.top_k,
-                "router_jitter_noise": self.router_jitter_noise,
-                "rope_max_wavelength": self.rope_max_wavelength,
-                "rope_scaling_factor": self.rope_scaling_factor,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "router_aux_loss_coef": self.router_aux_loss_coef,
-                "sliding_window": self.sliding_window,
-                "dropout": self.dropout,
-            }
-        )
-        return config

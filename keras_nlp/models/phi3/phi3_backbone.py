@@ -1,15 +1,12 @@
 """Phi-3 decoder backbone."""
 
-import keras
-
-from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
-from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
+from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.phi3.phi3_presets import PHI3_PRESETS
 from keras_nlp.models.phi3.phi3_rotary_embedding import (
     Phi3SuScaledRotaryEmbedding,
@@ -118,35 +115,17 @@ class Phi3Backbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        for name, value in (
-            ("vocabulary_size", vocabulary_size),
-            ("num_layers", num_layers),
-            ("hidden_dim", hidden_dim),
-            ("intermediate_dim", intermediate_dim),
-            ("num_query_heads", num_query_heads),
-            ("num_key_value_heads", num_key_value_heads),
-            ("max_sequence_length", max_sequence_length),
-            ("pretraining_sequence_length", pretraining_sequence_length),
-        ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"`{name}` must be a positive integer. Received: "
-                    f"{name}={value!r}."
-                )
-        if hidden_dim % num_query_heads:
-            raise ValueError(
-                "`hidden_dim` must be a multiple of `num_query_heads`. "
-                f"Received: hidden_dim={hidden_dim}, "
-                f"num_query_heads={num_query_heads}."
-            )
+        check_llama_style_arguments(
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            max_sequence_length=max_sequence_length,
+            pretraining_sequence_length=pretraining_sequence_length,
+        )
         head_dim = hidden_dim // num_query_heads
-        if head_dim % 2:
-            raise ValueError(
-                "RoPE rotates feature pairs, so head_dim = hidden_dim // "
-                f"num_query_heads must be even. Received: hidden_dim="
-                f"{hidden_dim}, num_query_heads={num_query_heads}, giving "
-                f"head_dim={head_dim}."
-            )
         if rope_scaling_type not in ROPE_SCALING_TYPES:
             raise ValueError(
                 f"`rope_scaling_type` must be one of {ROPE_SCALING_TYPES}. "
@@ -168,109 +147,37 @@ class Phi3Backbone(Backbone):
             rope_scaling_short_factor = list(rope_scaling_short_factor)
             rope_scaling_long_factor = list(rope_scaling_long_factor)
 
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            input_dim=vocabulary_size,
-            output_dim=hidden_dim,
-            tie_weights=False,
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
-            dtype=dtype,
-            name="token_embedding",
-        )
-        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
-        self.transformer_layers = []
-        for index in range(num_layers):
+        def rotary_embedding():
             if rope_scaling_type is None:
-                rotary_embedding = RotaryEmbedding(
+                return RotaryEmbedding(
                     max_wavelength=rope_max_wavelength,
                     dtype=dtype,
                     name="rotary_embedding",
                 )
-            else:
-                rotary_embedding = Phi3SuScaledRotaryEmbedding(
-                    short_factor=rope_scaling_short_factor,
-                    long_factor=rope_scaling_long_factor,
-                    max_sequence_length=max_sequence_length,
-                    pretraining_sequence_length=pretraining_sequence_length,
-                    max_wavelength=rope_max_wavelength,
-                    dtype=dtype,
-                    name="rotary_embedding",
-                )
-            attention = CachedGroupedQueryAttention(
-                num_query_heads=num_query_heads,
-                num_key_value_heads=num_key_value_heads,
-                rotary_embedding=rotary_embedding,
-                dropout=dropout,
-                kernel_initializer=kernel_initializer,
+            return Phi3SuScaledRotaryEmbedding(
+                short_factor=rope_scaling_short_factor,
+                long_factor=rope_scaling_long_factor,
+                max_sequence_length=max_sequence_length,
+                pretraining_sequence_length=pretraining_sequence_length,
+                max_wavelength=rope_max_wavelength,
                 dtype=dtype,
-                name="attention",
+                name="rotary_embedding",
             )
-            self.transformer_layers.append(
-                DecoderLayer(
-                    attention=attention,
-                    hidden_dim=hidden_dim,
-                    intermediate_dim=intermediate_dim,
-                    activation="silu",
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    dropout=dropout,
-                    kernel_initializer=kernel_initializer,
-                    sublayer_names=_BLOCK_NAMES,
-                    dtype=dtype,
-                    name=f"transformer_layer_{index}",
-                )
-            )
-        self.layer_norm = keras.layers.RMSNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="sequence_output_layernorm",
-        )
 
-        # === Functional graph ===
-        init_decoder_graph(
+        build_llama_style(
             self,
-            embed=self.token_embedding,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            rotary_embedding=rotary_embedding,
+            attention_name="attention",
+            block_names=_BLOCK_NAMES,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            tie_word_embeddings=False,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.num_query_heads = num_query_heads
-        self.num_key_value_heads = num_key_value_heads
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-        self.pretraining_sequence_length = pretraining_sequence_length
-        self.rope_max_wavelength = rope_max_wavelength
-        self.rope_scaling_type = rope_scaling_type
-        self.rope_scaling_short_factor = rope_scaling_short_factor
-        self.rope_scaling_long_factor = rope_scaling_long_factor
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "num_query_heads": self.num_query_heads,
-                "num_key_value_heads": self.num_key_value_heads,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "dropout": self.dropout,
-                "max_sequence_length": self.max_sequence_length,
-                "pretraining_sequence_length": (
-                    self.pretraining_sequence_length
-                ),
-                "rope_max_wavelength": self.rope_max_wavelength,
-                "rope_scaling_type": self.rope_scaling_type,
-                "rope_scaling_short_factor": self.rope_scaling_short_factor,
-                "rope_scaling_long_factor": self.rope_scaling_long_factor,
-            }
-        )
-        return config

@@ -1,15 +1,12 @@
 """Qwen 2 / Qwen 2.5 decoder backbone."""
 
-import keras
-
-from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
-from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
+from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.qwen.qwen_presets import QWEN_PRESETS
 
 
@@ -100,12 +97,14 @@ class QwenBackbone(Backbone):
         sliding_window_size=32768,
         **kwargs,
     ):
-        if hidden_dim % num_query_heads:
-            raise ValueError(
-                "`hidden_dim` must be a multiple of `num_query_heads`. "
-                f"Received: hidden_dim={hidden_dim}, "
-                f"num_query_heads={num_query_heads}."
-            )
+        check_llama_style_arguments(
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            num_query_heads=num_query_heads,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            num_key_value_heads=num_key_value_heads,
+        )
         if use_sliding_window_attention and not (
             isinstance(sliding_window_size, int) and sliding_window_size > 0
         ):
@@ -114,103 +113,33 @@ class QwenBackbone(Backbone):
                 "`use_sliding_window_attention=True`. Received: "
                 f"sliding_window_size={sliding_window_size!r}."
             )
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            input_dim=vocabulary_size,
-            output_dim=hidden_dim,
-            tie_weights=tie_word_embeddings,
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
-            dtype=dtype,
-            name="token_embedding",
-        )
-        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
-        self.transformer_layers = []
-        for index in range(num_layers):
-            attention = CachedGroupedQueryAttention(
-                num_query_heads=num_query_heads,
-                num_key_value_heads=num_key_value_heads,
-                rotary_embedding=RotaryEmbedding(
-                    max_wavelength=rope_max_wavelength,
-                    scaling_factor=rope_scaling_factor,
-                    dtype=dtype,
-                    name="rotary_embedding",
-                ),
-                use_bias=True,
+        build_llama_style(
+            self,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            rotary_embedding=lambda: RotaryEmbedding(
+                max_wavelength=rope_max_wavelength,
+                scaling_factor=rope_scaling_factor,
+                dtype=dtype,
+                name="rotary_embedding",
+            ),
+            attention_options={
+                "use_bias": True,
                 # keras-hub windows every layer (there is no
                 # `max_window_layers`).
-                sliding_window_size=(
+                "sliding_window_size": (
                     sliding_window_size
                     if use_sliding_window_attention
                     else None
                 ),
-                dropout=dropout,
-                kernel_initializer=kernel_initializer,
-                dtype=dtype,
-                name="self_attention",
-            )
-            self.transformer_layers.append(
-                DecoderLayer(
-                    attention=attention,
-                    hidden_dim=hidden_dim,
-                    intermediate_dim=intermediate_dim,
-                    activation="silu",
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    dropout=dropout,
-                    kernel_initializer=kernel_initializer,
-                    dtype=dtype,
-                    name=f"transformer_layer_{index}",
-                )
-            )
-        self.layer_norm = keras.layers.RMSNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="sequence_output_layernorm",
-        )
-
-        # === Functional graph ===
-        init_decoder_graph(
-            self,
-            embed=self.token_embedding,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            },
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            tie_word_embeddings=tie_word_embeddings,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_query_heads = num_query_heads
-        self.num_key_value_heads = num_key_value_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.rope_max_wavelength = rope_max_wavelength
-        self.rope_scaling_factor = rope_scaling_factor
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.dropout = dropout
-        self.tie_word_embeddings = tie_word_embeddings
-        self.use_sliding_window_attention = use_sliding_window_attention
-        self.sliding_window_size = sliding_window_size
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "num_query_heads": self.num_query_heads,
-                "num_key_value_heads": self.num_key_value_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "rope_max_wavelength": self.rope_max_wavelength,
-                "rope_scaling_factor": self.rope_scaling_factor,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "dropout": self.dropout,
-                "tie_word_embeddings": self.tie_word_embeddings,
-                "use_sliding_window_attention": (
-                    self.use_sliding_window_attention
-                ),
-                "sliding_window_size": self.sliding_window_size,
-            }
-        )
-        return config

@@ -1,0 +1,149 @@
+"""The Llama-style decoder stack: Llama, Mistral, Mixtral, Qwen, Qwen 3, Phi-3.
+
+Token embedding, then pre-norm blocks of RMSNorm, grouped-query attention
+with a rotary embedding and a SwiGLU feed-forward (or any feed-forward
+layer, such as a mixture of experts), then a final RMSNorm. The members
+differ only in the arguments of `build_llama_style`: the RoPE variant,
+attention options (head_dim, biases, query/key norms, sliding window),
+tied embeddings and the feed-forward.
+"""
+
+import keras
+
+from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
+from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.decoder import init_decoder_graph
+
+
+def _is_positive_integer(value):
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+
+
+def check_llama_style_arguments(optional=(), head_dim=None, **sizes):
+    """Raises a `ValueError` naming the first malformed size argument.
+
+    Every keyword argument must be a positive integer; those named in
+    `optional` (and `head_dim`) may also be `None`. `hidden_dim` must split
+    into `num_query_heads` heads unless a `head_dim` is given, and the head
+    size must be even (RoPE rotates pairs of features).
+    """
+    for name, value in {**sizes, "head_dim": head_dim}.items():
+        if value is None and (name in optional or name == "head_dim"):
+            continue
+        if not _is_positive_integer(value):
+            nullable = name in optional or name == "head_dim"
+            allowed = " or None" if nullable else ""
+            raise ValueError(
+                f"`{name}` must be a positive integer{allowed}. Received: "
+                f"{name}={value!r}."
+            )
+    hidden_dim, heads = sizes["hidden_dim"], sizes["num_query_heads"]
+    if head_dim is None and hidden_dim % heads:
+        raise ValueError(
+            "`hidden_dim` must be a multiple of `num_query_heads` when "
+            f"`head_dim` is None. Received: hidden_dim={hidden_dim}, "
+            f"num_query_heads={heads}."
+        )
+    if (head_dim or hidden_dim // heads) % 2:
+        given = "" if head_dim else "hidden_dim // num_query_heads, "
+        raise ValueError(
+            "RoPE rotates pairs of features, so the head size must be even. "
+            f"Received: {given}head_dim={head_dim or hidden_dim // heads}."
+        )
+
+
+def build_llama_style(
+    backbone,
+    *,
+    vocabulary_size,
+    num_layers,
+    hidden_dim,
+    num_query_heads,
+    num_key_value_heads,
+    rotary_embedding,
+    intermediate_dim=None,
+    feedforward=None,
+    head_dim=None,
+    layer_norm_epsilon=1e-6,
+    dropout=0.0,
+    tie_word_embeddings=False,
+    attention_options=None,
+    attention_name="self_attention",
+    block_names=None,
+    dtype=None,
+    **kwargs,
+):
+    """Builds a Llama-style stack into `backbone` and initializes its graph.
+
+    Sets `backbone.token_embedding`, `backbone.transformer_layers`
+    (`transformer_layer_{i}`) and `backbone.layer_norm`
+    (`sequence_output_layernorm`), the checkpoints' names.
+
+    Args:
+        backbone: the backbone being constructed.
+        vocabulary_size, num_layers, hidden_dim, num_query_heads,
+            num_key_value_heads, head_dim, layer_norm_epsilon, dropout,
+            tie_word_embeddings: as in `LlamaBackbone`.
+        rotary_embedding: callable returning a new
+            `keras_nlp.layers.RotaryEmbedding` (named `rotary_embedding`)
+            for one block.
+        intermediate_dim: int, the width of the SwiGLU feed-forward.
+        feedforward: callable returning a new feed-forward layer for one
+            block (e.g. a `SparseMoE`), used instead of the SwiGLU one.
+        attention_options: dict of further `CachedGroupedQueryAttention`
+            arguments (`use_bias`, `use_query_key_norm`,
+            `sliding_window_size`, ...).
+        attention_name: the attention layer's name in each block.
+        block_names: `DecoderLayer` `sublayer_names` of the checkpoint.
+        dtype: dtype or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (`name`, ...).
+    """
+    backbone.token_embedding = token_embedding(
+        vocabulary_size,
+        hidden_dim,
+        tie_weights=tie_word_embeddings,
+        dtype=dtype,
+    )
+    kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
+    backbone.transformer_layers = []
+    for index in range(num_layers):
+        attention = CachedGroupedQueryAttention(
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            head_dim=head_dim,
+            rotary_embedding=rotary_embedding(),
+            dropout=dropout,
+            kernel_initializer=kernel_initializer,
+            dtype=dtype,
+            name=attention_name,
+            **(attention_options or {}),
+        )
+        backbone.transformer_layers.append(
+            DecoderLayer(
+                attention=attention,
+                hidden_dim=hidden_dim,
+                intermediate_dim=intermediate_dim,
+                feedforward=feedforward() if feedforward else None,
+                activation="silu",
+                layer_norm_epsilon=layer_norm_epsilon,
+                dropout=dropout,
+                kernel_initializer=kernel_initializer,
+                sublayer_names=block_names,
+                dtype=dtype,
+                name=f"transformer_layer_{index}",
+            )
+        )
+    backbone.layer_norm = keras.layers.RMSNormalization(
+        epsilon=layer_norm_epsilon,
+        dtype=dtype,
+        name="sequence_output_layernorm",
+    )
+    init_decoder_graph(
+        backbone,
+        embed=backbone.token_embedding,
+        blocks=backbone.transformer_layers,
+        final_norm=backbone.layer_norm,
+        dtype=dtype,
+        **kwargs,
+    )
