@@ -114,3 +114,26 @@ class MeshShape:
 
     def __repr__(self):
         return f"MeshShape({self.shape}, {self.axis_names})"
+
+
+def check_role_axes(mesh, model_axis, data_axis):
+    """Raises unless both roles name distinct axes of `mesh` (data: or None)."""
+    names = list(mesh.axis_names)
+    if model_axis not in names:
+        raise ValueError(
+            f"model_parallel_dim_name={model_axis!r} is not an axis of "
+            f"the device mesh. The mesh's axis names are {names}."
+        )
+    if data_axis is not None and data_axis not in names:
+        raise ValueError(
+            f"data_parallel_dim_name={data_axis!r} is not an axis of the "
+            f"device mesh. The mesh's axis names are {names} (or pass "
+            "data_parallel_dim_name=None to shard no weight on a data "
+            "axis)."
+        )
+    if model_axis == data_axis:
+        raise ValueError(
+            "model_parallel_dim_name and data_parallel_dim_name must name "
+            f"different mesh axes; both are {model_axis!r}. The mesh's "
+            f"axis names are {names}."
+        )

@@ -1,27 +1,18 @@
 """Base class for every backbone in keras_nlp."""
 
 import functools
-import inspect
-import threading
 
 import keras
 
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
-from keras_nlp.distribution.layout_map import active_layout_map
-from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.mesh import MeshShape
+from keras_nlp.distribution.mesh import check_role_axes
 from keras_nlp.distribution.planning import plan_backbone_layout
-from keras_nlp.models.lora import LORA_CONFIG_KEYS
+from keras_nlp.models.construction import backbone_constructor
 from keras_nlp.models.lora import LoraMixin
 from keras_nlp.models.lora import check_lora_rank
 from keras_nlp.saving.backbone_presets import PresetMixin
 from keras_nlp.saving.registry import register_backbone
-
-# How deep in nested backbone constructors this thread is: only the
-# outermost constructor of a call binds a layout and records its config.
-_construction = threading.local()
-# Config keys every Keras model has; the base class writes them itself.
-_MODEL_KEYS = ("name", "trainable", "dtype")
 
 
 class _class_or_instance_method:
@@ -40,73 +31,6 @@ class _class_or_instance_method:
             return self.function(owner, instance, *args, **kwargs)
 
         return bound
-
-
-def _constructor_arguments(init, instance, args, kwargs):
-    """The arguments of a constructor call, defaults applied, as a dict."""
-    signature = inspect.signature(init)
-    bound = signature.bind(instance, *args, **kwargs)
-    bound.apply_defaults()
-    arguments = {}
-    for index, (name, parameter) in enumerate(signature.parameters.items()):
-        if index == 0:
-            continue
-        value = bound.arguments.get(name)
-        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
-            arguments.update(value or {})
-        elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL:
-            arguments[name] = value
-    return arguments
-
-
-def _backbone_constructor(init):
-    """Wraps a backbone `__init__` with what every backbone shares.
-
-    The outermost constructor of a call records its arguments (they are the
-    config), binds the active layout map before any variable exists, adds
-    LoRA adapters, and checks the built variables against the layout plan.
-    """
-
-    @functools.wraps(init)
-    def __init__(self, *args, verify_layout=True, **kwargs):
-        depth = getattr(_construction, "depth", 0)
-        if depth:
-            return init(self, *args, **kwargs)
-        arguments = _constructor_arguments(init, self, args, kwargs)
-        layout_map = active_layout_map()
-        plan = None
-        if layout_map is not None:
-            plan = layout_map.bind(type(self), arguments)
-        lora = {key: kwargs.pop(key, None) for key in LORA_CONFIG_KEYS}
-        _construction.depth = 1
-        try:
-            init(self, *args, **kwargs)
-        finally:
-            _construction.depth = 0
-        self._constructor_config = {
-            key: value
-            for key, value in arguments.items()
-            if key not in LORA_CONFIG_KEYS
-        }
-        for key, value in self._constructor_config.items():
-            if key not in _MODEL_KEYS and not hasattr(self, key):
-                setattr(self, key, value)
-        if lora["lora_rank"]:
-            self._add_lora_adapters(
-                lora["lora_rank"], lora["lora_target_names"]
-            )
-        if plan is not None:
-            # A backbone built from a preset has no values yet: the loader
-            # verifies once it has filled them.
-            if verify_layout:
-                verify_layouts(self, plan, layout_map.device_mesh)
-            self._layout_plan = plan
-
-    __init__._is_backbone_constructor = True
-    # Keras reads constructor arguments with getfullargspec, which ignores
-    # __wrapped__ but honours __signature__.
-    __init__.__signature__ = inspect.signature(init)
-    return __init__
 
 
 class Backbone(LoraMixin, PresetMixin, keras.Model):
@@ -132,8 +56,10 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
-        if init is not None and not hasattr(init, "_is_backbone_constructor"):
-            cls.__init__ = _backbone_constructor(init)
+        if init is not None and not getattr(
+            init, "is_backbone_constructor", False
+        ):
+            cls.__init__ = backbone_constructor(init)
         register_backbone(cls)
 
     # === Config ===
@@ -183,40 +109,6 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             "implement `_layout_rules(config)`; see CONTRIBUTING.md."
         )
 
-    @classmethod
-    def _config_for(cls, instance, config, preset, caller):
-        """Finds which class and config a layout call is about."""
-        if config is not None and preset is not None:
-            raise ValueError(
-                f"{caller} takes config= or preset=, not both. Received "
-                f"preset={preset!r} and a config."
-            )
-        if instance is not None:
-            if config is not None or preset is not None:
-                raise ValueError(
-                    f"{caller} on a built backbone uses that backbone's own "
-                    "config; call it on the class to pass config= or "
-                    "preset=."
-                )
-            return type(instance), instance.get_config(), None
-        if preset is not None:
-            owner, config = cls._preset_config(preset)
-            return owner, config, preset
-        if config is not None:
-            if not isinstance(config, dict):
-                raise ValueError(
-                    f"config= must be a dict of {cls.__name__} constructor "
-                    f"arguments. Received: {type(config).__name__}."
-                )
-            if cls is Backbone:
-                raise ValueError(
-                    "Backbone.get_layout_map(config=...) cannot tell which "
-                    "architecture the config is for. Call it on the "
-                    "backbone class, e.g. GemmaBackbone.get_layout_map."
-                )
-            return cls, dict(config), None
-        return cls, None, None
-
     @_class_or_instance_method
     def plan_layout(
         cls,
@@ -259,8 +151,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             A `keras_nlp.distribution.LayoutPlan`.
         """
         mesh = MeshShape.from_mesh(mesh)
-        _check_axes(mesh, model_parallel_dim_name, data_parallel_dim_name)
-        owner, config, preset = cls._config_for(
+        check_role_axes(mesh, model_parallel_dim_name, data_parallel_dim_name)
+        owner, config, preset = cls._class_and_config(
             instance, config, preset, "plan_layout"
         )
         if config is None:
@@ -377,10 +269,10 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 "DeviceMesh(shape, axis_names, devices); to plan without "
                 "devices use plan_layout."
             )
-        _check_axes(
+        check_role_axes(
             device_mesh, model_parallel_dim_name, data_parallel_dim_name
         )
-        owner, config, preset = cls._config_for(
+        owner, config, preset = cls._class_and_config(
             instance, config, preset, "get_layout_map"
         )
         plan = None
@@ -407,25 +299,3 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
     def layout_plan(self):
         """The `LayoutPlan` this backbone was built with, or `None`."""
         return getattr(self, "_layout_plan", None)
-
-
-def _check_axes(mesh, model_axis, data_axis):
-    names = list(mesh.axis_names)
-    if model_axis not in names:
-        raise ValueError(
-            f"model_parallel_dim_name={model_axis!r} is not an axis of "
-            f"the device mesh. The mesh's axis names are {names}."
-        )
-    if data_axis is not None and data_axis not in names:
-        raise ValueError(
-            f"data_parallel_dim_name={data_axis!r} is not an axis of the "
-            f"device mesh. The mesh's axis names are {names} (or pass "
-            "data_parallel_dim_name=None to shard no weight on a data "
-            "axis)."
-        )
-    if model_axis == data_axis:
-        raise ValueError(
-            "model_parallel_dim_name and data_parallel_dim_name must name "
-            f"different mesh axes; both are {model_axis!r}. The mesh's "
-            f"axis names are {names}."
-        )

@@ -74,6 +74,44 @@ class PresetMixin:
         return owner, dict(owner.presets[preset])
 
     @classmethod
+    def _class_and_config(cls, instance, config, preset, caller):
+        """`(class, config, preset)` a call such as `plan_layout` is about.
+
+        From a built backbone (`instance`), a `preset` name or directory, or
+        a `config` of this class; `(cls, None, None)` when none is given.
+        """
+        if config is not None and preset is not None:
+            raise ValueError(
+                f"{caller} takes config= or preset=, not both. Received "
+                f"preset={preset!r} and a config."
+            )
+        if instance is not None:
+            if config is not None or preset is not None:
+                raise ValueError(
+                    f"{caller} on a built backbone uses that backbone's own "
+                    "config; call it on the class to pass config= or "
+                    "preset=."
+                )
+            return type(instance), instance.get_config(), None
+        if preset is not None:
+            owner, config = cls._preset_config(preset)
+            return owner, config, preset
+        if config is not None:
+            if not isinstance(config, dict):
+                raise ValueError(
+                    f"config= must be a dict of {cls.__name__} constructor "
+                    f"arguments. Received: {type(config).__name__}."
+                )
+            if cls not in registered_backbones().values():
+                raise ValueError(
+                    "Backbone.get_layout_map(config=...) cannot tell which "
+                    "architecture the config is for. Call it on the "
+                    "backbone class, e.g. GemmaBackbone.get_layout_map."
+                )
+            return cls, dict(config), None
+        return cls, None, None
+
+    @classmethod
     def from_preset(cls, preset, load_weights=True, verbose=False, **kwargs):
         """Builds a backbone from a preset directory or a built-in config.
 

@@ -1,0 +1,89 @@
+"""What every backbone constructor does besides building its layers.
+
+`Backbone.__init_subclass__` wraps each subclass's `__init__` with
+`backbone_constructor`: the outermost constructor of a call records its
+arguments (the config), binds the active layout map before any variable
+exists, adds LoRA adapters, and checks the built variables against the
+layout plan.
+"""
+
+import functools
+import inspect
+import threading
+
+from keras_nlp.distribution.layout_map import active_layout_map
+from keras_nlp.distribution.layout_map import verify_layouts
+from keras_nlp.models.lora import LORA_CONFIG_KEYS
+
+# How deep in nested backbone constructors this thread is: only the
+# outermost constructor of a call binds a layout and records its config.
+_construction = threading.local()
+# Config keys every Keras model has; the base class writes them itself.
+MODEL_CONFIG_KEYS = ("name", "trainable", "dtype")
+
+
+def _constructor_arguments(init, instance, args, kwargs):
+    """The arguments of a constructor call, defaults applied, as a dict."""
+    signature = inspect.signature(init)
+    bound = signature.bind(instance, *args, **kwargs)
+    bound.apply_defaults()
+    arguments = {}
+    for index, (name, parameter) in enumerate(signature.parameters.items()):
+        if index == 0:
+            continue
+        value = bound.arguments.get(name)
+        if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            arguments.update(value or {})
+        elif parameter.kind is not inspect.Parameter.VAR_POSITIONAL:
+            arguments[name] = value
+    return arguments
+
+
+def backbone_constructor(init):
+    """Wraps a backbone `__init__` with what every backbone shares.
+
+    The outermost constructor of a call records its arguments (they are the
+    config), binds the active layout map before any variable exists, adds
+    LoRA adapters, and checks the built variables against the layout plan.
+    """
+
+    @functools.wraps(init)
+    def __init__(self, *args, verify_layout=True, **kwargs):
+        depth = getattr(_construction, "depth", 0)
+        if depth:
+            return init(self, *args, **kwargs)
+        arguments = _constructor_arguments(init, self, args, kwargs)
+        layout_map = active_layout_map()
+        plan = None
+        if layout_map is not None:
+            plan = layout_map.bind(type(self), arguments)
+        lora = {key: kwargs.pop(key, None) for key in LORA_CONFIG_KEYS}
+        _construction.depth = 1
+        try:
+            init(self, *args, **kwargs)
+        finally:
+            _construction.depth = 0
+        self._constructor_config = {
+            key: value
+            for key, value in arguments.items()
+            if key not in LORA_CONFIG_KEYS
+        }
+        for key, value in self._constructor_config.items():
+            if key not in MODEL_CONFIG_KEYS and not hasattr(self, key):
+                setattr(self, key, value)
+        if lora["lora_rank"]:
+            self._add_lora_adapters(
+                lora["lora_rank"], lora["lora_target_names"]
+            )
+        if plan is not None:
+            # A backbone built from a preset has no values yet: the loader
+            # verifies once it has filled them.
+            if verify_layout:
+                verify_layouts(self, plan, layout_map.device_mesh)
+            self._layout_plan = plan
+
+    __init__.is_backbone_constructor = True
+    # Keras reads constructor arguments with getfullargspec, which ignores
+    # __wrapped__ but honours __signature__.
+    __init__.__signature__ = inspect.signature(init)
+    return __init__
