@@ -4,7 +4,7 @@ Run:
     # One process, whatever devices it has:
     python examples/multihost_gemma.py
     # A 2-process cluster on this machine, 4 fake CPU devices each:
-    python -m keras_nlp.distribution.launch --processes 2 \\
+    python -m keras_nlp.multihost.launch --processes 2 \\
         --devices-per-process 4 examples/multihost_gemma.py
     # Real hosts: the same command on each, with its own --process-id
     # (or the KERAS_DISTRIBUTION_* variables) and a shared --preset-dir:
@@ -31,7 +31,7 @@ import tempfile  # noqa: E402
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
-from keras_nlp.distribution import multihost  # noqa: E402
+from keras_nlp import multihost  # noqa: E402
 from keras_nlp.models import Backbone  # noqa: E402
 from keras_nlp.models import GemmaBackbone  # noqa: E402
 

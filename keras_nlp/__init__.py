@@ -8,7 +8,7 @@ import importlib
 
 from keras_nlp.version import __version__
 
-_SUBMODULES = ("distribution", "layers", "models", "saving")
+_SUBMODULES = ("distribution", "layers", "models", "multihost", "saving")
 
 
 def __getattr__(name):
@@ -23,4 +23,11 @@ def __dir__():
     return sorted([*globals(), *_SUBMODULES])
 
 
-__all__ = ["distribution", "layers", "models", "saving", "__version__"]
+__all__ = [
+    "distribution",
+    "layers",
+    "models",
+    "multihost",
+    "saving",
+    "__version__",
+]

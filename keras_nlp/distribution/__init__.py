@@ -1,22 +1,23 @@
 """Sharding for keras_nlp backbones: rules, resolution, plans, verification.
 
-Backbones declare `_layout_rules(config)` with the roles below; everything
-else lives here and in `Backbone.get_layout_map` / `Backbone.plan_layout`.
+Backbones declare `_layout_rules(config)` with the roles below and their
+layers declare what each dimension of their variables means
+(`keras_nlp.distribution.dims`); everything else lives here and in
+`Backbone.get_layout_map` / `Backbone.plan_layout`. Planning needs no
+devices; the multi-process runtime is `keras_nlp.multihost`.
 """
 
-from keras_nlp.distribution import multihost
+from keras_nlp.distribution.dims import declare_dims
+from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.mesh import MeshShape
-from keras_nlp.distribution.multihost import ClusterError
-from keras_nlp.distribution.multihost import gather
-from keras_nlp.distribution.multihost import global_device_mesh
-from keras_nlp.distribution.multihost import make_global_batch
-from keras_nlp.distribution.multihost import process_batch_slice
 from keras_nlp.distribution.plan import Fallback
 from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
+from keras_nlp.distribution.planning import plan_backbone_layout
 from keras_nlp.distribution.resolver import LayoutError
+from keras_nlp.distribution.resolver import UserEntry
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
@@ -30,7 +31,6 @@ __all__ = [
     "DATA",
     "MODEL",
     "BackboneLayoutMap",
-    "ClusterError",
     "Fallback",
     "LayoutError",
     "LayoutPlan",
@@ -39,13 +39,12 @@ __all__ = [
     "Role",
     "VariableInfo",
     "WeightPlan",
+    "UserEntry",
     "abstract_variables",
-    "gather",
-    "global_device_mesh",
-    "make_global_batch",
-    "multihost",
+    "declare_dims",
+    "declare_einsum_dims",
     "normalize_rules",
-    "process_batch_slice",
+    "plan_backbone_layout",
     "resolve_layout",
     "verify_layouts",
 ]

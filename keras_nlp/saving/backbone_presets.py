@@ -7,7 +7,7 @@ and written by `preset_config` and `preset_weights`.
 
 import os
 
-from keras_nlp.distribution import multihost
+from keras_nlp import multihost
 from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_config import write_backbone_config
 from keras_nlp.saving.preset_weights import build_from_preset_weights

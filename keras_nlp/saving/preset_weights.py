@@ -25,7 +25,7 @@ from keras.src.saving import saving_lib
 from keras.src.saving.keras_saveable import KerasSaveable
 from keras.src.utils import naming
 
-from keras_nlp.distribution import multihost
+from keras_nlp import multihost
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.saving.preset_config import SHARDED_WEIGHTS_FILE

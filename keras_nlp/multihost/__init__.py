@@ -12,7 +12,7 @@ script runs unchanged on a laptop and on a cluster.
 The cluster is described by Keras's environment variables
 (`KERAS_DISTRIBUTION_JOB_ADDRESSES`, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
 `KERAS_DISTRIBUTION_PROCESS_ID`), which `python -m
-keras_nlp.distribution.launch` sets for local runs.
+keras_nlp.multihost.launch` sets for local runs.
 """
 
 import os
@@ -139,7 +139,7 @@ def initialize(
     Example:
 
     ```python
-    from keras_nlp.distribution import multihost
+    from keras_nlp import multihost
 
     # Without cluster settings in the environment: a single process.
     multihost.initialize()
@@ -263,7 +263,7 @@ def global_device_mesh(shape, axis_names=("batch", "model")):
 
     ```python
     import keras
-    from keras_nlp.distribution import multihost
+    from keras_nlp import multihost
 
     n = len(keras.distribution.list_devices())
     mesh = multihost.global_device_mesh((1, n))
@@ -348,7 +348,7 @@ def make_global_batch(local_batch, distribution=None):
 
     ```python
     import numpy as np
-    from keras_nlp.distribution import multihost
+    from keras_nlp import multihost
 
     tokens = np.zeros((8, 16), "int32")
     rows = multihost.process_batch_slice(len(tokens))
@@ -386,7 +386,7 @@ def gather(value):
 
     ```python
     import keras
-    from keras_nlp.distribution import multihost
+    from keras_nlp import multihost
 
     multihost.gather({"x": keras.ops.ones((2, 3))})["x"].shape  # (2, 3)
     ```

@@ -1,13 +1,13 @@
 """Starts a JAX cluster of N processes on this machine, for tests and demos.
 
 ```bash
-python -m keras_nlp.distribution.launch --processes 2 \\
+python -m keras_nlp.multihost.launch --processes 2 \\
     --devices-per-process 4 examples/multihost_gemma.py
 ```
 
 Each process runs the script with its own fake CPU devices, joined over
 the loopback interface (`127.0.0.1`, a free port) through the variables
-`keras_nlp.distribution.multihost.initialize` reads. When one process
+`keras_nlp.multihost.initialize` reads. When one process
 fails the others get a grace period to exit on their own, then are
 killed; the whole run has a timeout. Exit codes and the tail of each
 process's output are printed (as a Python function, returned).
@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from keras_nlp.distribution import multihost
+from keras_nlp import multihost
 
 LOOPBACK = "127.0.0.1"
 _DEVICE_FLAG = "--xla_force_host_platform_device_count"
@@ -184,9 +184,9 @@ def launch(
 
     ```python
     import sys
-    from keras_nlp.distribution.launch import launch
+    from keras_nlp.multihost.launch import launch
 
-    code = "from keras_nlp.distribution import multihost; "
+    code = "from keras_nlp import multihost; "
     code += "multihost.initialize(); print(multihost.process_count())"
     result = launch([sys.executable, "-c", code], processes=2)
     assert result.ok, result.report()
@@ -271,7 +271,7 @@ def launch(
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m keras_nlp.distribution.launch",
+        prog="python -m keras_nlp.multihost.launch",
         description="Run a script as every process of a JAX cluster on "
         "this machine (loopback only, fake CPU devices).",
     )

@@ -1,6 +1,6 @@
 """A backbone on a global mesh over 2 processes x 4 devices, on localhost.
 
-One launched cluster run (`multihost_workers/gemma_worker.py checks`)
+One launched cluster run (`workers/gemma_worker.py checks`)
 builds a Gemma 2B-shaped tiny backbone on (2, 4) and (1, 8), runs a
 forward pass and a training step, checks the layouts and saves and reloads
 a preset; each process writes what it gathered, and the tests compare that
@@ -18,16 +18,14 @@ import keras
 import numpy as np
 import pytest
 
-from keras_nlp.distribution import launch
-from keras_nlp.distribution import multihost
+from keras_nlp import multihost
 from keras_nlp.models import Backbone
-from tests.distribution.multihost_workers import gemma_worker
+from keras_nlp.multihost import launch
+from tests.multihost.workers import gemma_worker
 
 pytestmark = pytest.mark.multi_device
 
-WORKER = os.path.join(
-    os.path.dirname(__file__), "multihost_workers", "gemma_worker.py"
-)
+WORKER = os.path.join(os.path.dirname(__file__), "workers", "gemma_worker.py")
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 PROCESSES, DEVICES_PER_PROCESS = 2, 4
 MESH_NAMES = ["2x4", "1x8"]

@@ -1,6 +1,6 @@
 """One process of the multi-host tests (also importable as a module).
 
-Run by `keras_nlp.distribution.launch` as every process of a local cluster:
+Run by `keras_nlp.multihost.launch` as every process of a local cluster:
 
     python gemma_worker.py checks OUT_DIR   forward, gradients, a training
         step and layout checks on (2, 4) and (1, 8), then a preset saved on
@@ -24,7 +24,7 @@ import zlib
 import keras
 import numpy as np
 
-from keras_nlp.distribution import multihost
+from keras_nlp import multihost
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
 
