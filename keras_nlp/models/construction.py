@@ -9,6 +9,7 @@ layout plan.
 
 import functools
 import inspect
+import re
 import threading
 
 from keras_nlp.distribution.layout_map import active_layout_map
@@ -20,6 +21,47 @@ from keras_nlp.models.lora import LORA_CONFIG_KEYS
 _construction = threading.local()
 # Config keys every Keras model has; the base class writes them itself.
 MODEL_CONFIG_KEYS = ("name", "trainable", "dtype")
+# Arguments named like these are sizes: positive integers (or None).
+_SIZE_ARGUMENT = re.compile(
+    r"(num_\w+|\w+_dim|vocabulary_size|\w+_size|\w+_length|top_k"
+    r"|sliding_window)"
+)
+
+
+def _check_arguments(cls, init, kwargs):
+    """Unknown keywords and malformed sizes, named as the user wrote them."""
+    parameters = inspect.signature(init).parameters
+    known = [
+        name
+        for name, parameter in parameters.items()
+        if name != "self" and parameter.kind is not parameter.VAR_KEYWORD
+    ]
+    valid = [*known, *MODEL_CONFIG_KEYS, *LORA_CONFIG_KEYS]
+    unknown = sorted(set(kwargs) - set(valid))
+    if unknown:
+        raise TypeError(
+            f"{cls.__name__} got unknown argument(s) {unknown}. Its "
+            f"arguments are: {', '.join(dict.fromkeys(valid))}."
+        )
+
+
+def _check_sizes(cls, init, arguments):
+    parameters = inspect.signature(init).parameters
+    for name, value in arguments.items():
+        if value is None or not _SIZE_ARGUMENT.fullmatch(name):
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            parameter = parameters.get(name)
+            # `None` is valid where the default is, or the annotation says
+            # so (`sliding_window: int | None = 512`).
+            nullable = parameter is not None and (
+                parameter.default is None or "None" in str(parameter.annotation)
+            )
+            allowed = " or None" if nullable else ""
+            raise ValueError(
+                f"{cls.__name__}: `{name}` must be a positive integer"
+                f"{allowed}. Received: {name}={value!r}."
+            )
 
 
 def _constructor_arguments(init, instance, args, kwargs):
@@ -52,7 +94,9 @@ def backbone_constructor(init):
         depth = getattr(_construction, "depth", 0)
         if depth:
             return init(self, *args, **kwargs)
+        _check_arguments(type(self), init, kwargs)
         arguments = _constructor_arguments(init, self, args, kwargs)
+        _check_sizes(type(self), init, arguments)
         layout_map = active_layout_map()
         plan = None
         if layout_map is not None:

@@ -113,7 +113,7 @@ def test_every_preset_resolves_on_every_mesh(preset, mesh_shape):
         }
         for weight in plan.fallbacks:
             assert weight.reason.startswith(
-                f"dim 0 (heads, size {heads}) is not divisible by 'model' "
+                f"dim 0 (kv_heads, size {heads}) is not divisible by 'model' "
                 f"(size {mesh_shape[1]})"
             )
 

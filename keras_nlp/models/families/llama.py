@@ -16,40 +16,26 @@ from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.decoder import init_decoder_graph
 
 
-def _is_positive_integer(value):
-    return isinstance(value, int) and not isinstance(value, bool) and value > 0
+def check_llama_style_arguments(hidden_dim, num_query_heads, head_dim=None):
+    """Raises a `ValueError` unless the attention heads fit.
 
-
-def check_llama_style_arguments(optional=(), head_dim=None, **sizes):
-    """Raises a `ValueError` naming the first malformed size argument.
-
-    Every keyword argument must be a positive integer; those named in
-    `optional` (and `head_dim`) may also be `None`. `hidden_dim` must split
-    into `num_query_heads` heads unless a `head_dim` is given, and the head
-    size must be even (RoPE rotates pairs of features).
+    `hidden_dim` must split into `num_query_heads` heads unless a
+    `head_dim` is given, and the head size must be even (RoPE rotates
+    pairs of features). That every size is a positive integer is checked
+    by `Backbone` for every backbone.
     """
-    for name, value in {**sizes, "head_dim": head_dim}.items():
-        if value is None and (name in optional or name == "head_dim"):
-            continue
-        if not _is_positive_integer(value):
-            nullable = name in optional or name == "head_dim"
-            allowed = " or None" if nullable else ""
-            raise ValueError(
-                f"`{name}` must be a positive integer{allowed}. Received: "
-                f"{name}={value!r}."
-            )
-    hidden_dim, heads = sizes["hidden_dim"], sizes["num_query_heads"]
-    if head_dim is None and hidden_dim % heads:
+    if head_dim is None and hidden_dim % num_query_heads:
         raise ValueError(
             "`hidden_dim` must be a multiple of `num_query_heads` when "
             f"`head_dim` is None. Received: hidden_dim={hidden_dim}, "
-            f"num_query_heads={heads}."
+            f"num_query_heads={num_query_heads}."
         )
-    if (head_dim or hidden_dim // heads) % 2:
+    size = head_dim or hidden_dim // num_query_heads
+    if size % 2:
         given = "" if head_dim else "hidden_dim // num_query_heads, "
         raise ValueError(
             "RoPE rotates pairs of features, so the head size must be even. "
-            f"Received: {given}head_dim={head_dim or hidden_dim // heads}."
+            f"Received: {given}head_dim={size}."
         )
 
 
@@ -99,6 +85,7 @@ def build_llama_style(
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
+    check_llama_style_arguments(hidden_dim, num_query_heads, head_dim)
     backbone.token_embedding = token_embedding(
         vocabulary_size,
         hidden_dim,

@@ -5,7 +5,6 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.llama.llama_presets import LLAMA_PRESETS
 from keras_nlp.models.llama.llama_rotary_embedding import LlamaRotaryEmbedding
 
@@ -97,14 +96,6 @@ class LlamaBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        check_llama_style_arguments(
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_query_heads=num_query_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_key_value_heads=num_key_value_heads,
-        )
         build_llama_style(
             self,
             vocabulary_size=vocabulary_size,

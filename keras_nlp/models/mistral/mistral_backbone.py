@@ -6,7 +6,6 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.mistral.mistral_presets import MISTRAL_PRESETS
 
 
@@ -84,23 +83,12 @@ class MistralBackbone(Backbone):
         rope_max_wavelength=10000,
         rope_scaling_factor=1.0,
         layer_norm_epsilon=1e-6,
-        sliding_window=512,
+        sliding_window: int | None = 512,
         head_dim=None,
         dropout=0,
         dtype=None,
         **kwargs,
     ):
-        check_llama_style_arguments(
-            optional=("sliding_window",),
-            head_dim=head_dim,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_query_heads=num_query_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_key_value_heads=num_key_value_heads,
-            sliding_window=sliding_window,
-        )
         build_llama_style(
             self,
             vocabulary_size=vocabulary_size,

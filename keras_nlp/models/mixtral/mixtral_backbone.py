@@ -9,7 +9,6 @@ from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.mixtral.mixtral_presets import MIXTRAL_PRESETS
 
 MOE_BLOCK = "mixtral_sparse_moe_block"
@@ -101,22 +100,11 @@ class MixtralBackbone(Backbone):
         rope_scaling_factor=1.0,
         layer_norm_epsilon=1e-6,
         router_aux_loss_coef=0.02,
-        sliding_window=512,
+        sliding_window: int | None = 512,
         dropout=0,
         dtype=None,
         **kwargs,
     ):
-        check_llama_style_arguments(
-            optional=("sliding_window",),
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_query_heads=num_query_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_key_value_heads=num_key_value_heads,
-            num_experts=num_experts,
-            sliding_window=sliding_window,
-        )
         build_llama_style(
             self,
             vocabulary_size=vocabulary_size,

@@ -6,7 +6,6 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.phi3.phi3_presets import PHI3_PRESETS
 from keras_nlp.models.phi3.phi3_rotary_embedding import (
     Phi3SuScaledRotaryEmbedding,
@@ -115,16 +114,6 @@ class Phi3Backbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        check_llama_style_arguments(
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            max_sequence_length=max_sequence_length,
-            pretraining_sequence_length=pretraining_sequence_length,
-        )
         head_dim = hidden_dim // num_query_heads
         if rope_scaling_type not in ROPE_SCALING_TYPES:
             raise ValueError(

@@ -6,7 +6,6 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.qwen.qwen_presets import QWEN_PRESETS
 
 
@@ -97,22 +96,6 @@ class QwenBackbone(Backbone):
         sliding_window_size=32768,
         **kwargs,
     ):
-        check_llama_style_arguments(
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_query_heads=num_query_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_key_value_heads=num_key_value_heads,
-        )
-        if use_sliding_window_attention and not (
-            isinstance(sliding_window_size, int) and sliding_window_size > 0
-        ):
-            raise ValueError(
-                "`sliding_window_size` must be a positive integer when "
-                "`use_sliding_window_attention=True`. Received: "
-                f"sliding_window_size={sliding_window_size!r}."
-            )
         build_llama_style(
             self,
             vocabulary_size=vocabulary_size,

@@ -6,7 +6,6 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.qwen3.qwen3_presets import QWEN3_PRESETS
 
 # keras-hub's Qwen 3 query/key norms keep their layer's default epsilon
@@ -101,26 +100,10 @@ class Qwen3Backbone(Backbone):
         layer_norm_epsilon=1e-6,
         dropout=0.0,
         tie_word_embeddings=True,
-        sliding_window_size=32768,
+        sliding_window_size: int | None = 32768,
         dtype=None,
         **kwargs,
     ):
-        check_llama_style_arguments(
-            head_dim=head_dim,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_query_heads=num_query_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_key_value_heads=num_key_value_heads,
-        )
-        if sliding_window_size is not None and not (
-            isinstance(sliding_window_size, int) and sliding_window_size > 0
-        ):
-            raise ValueError(
-                "`sliding_window_size` must be a positive integer or `None`. "
-                f"Received: sliding_window_size={sliding_window_size!r}."
-            )
         build_llama_style(
             self,
             vocabulary_size=vocabulary_size,
