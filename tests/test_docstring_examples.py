@@ -10,6 +10,7 @@ import pytest
 from keras_nlp.distribution import LayoutPlan
 from keras_nlp.distribution import MeshShape
 from keras_nlp.layers import grouped_query_attention
+from keras_nlp.layers import token_embedding
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
 
@@ -23,6 +24,7 @@ DOCUMENTED = {
     "MeshShape": MeshShape,
     "LayoutPlan": LayoutPlan,
     "grouped_query_attention": grouped_query_attention,
+    "token_embedding": token_embedding,
 }
 
 
