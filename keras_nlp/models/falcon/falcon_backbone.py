@@ -1,23 +1,13 @@
 """Falcon decoder backbone (the ALiBi, multi-head variant of Falcon-RW)."""
 
-import keras
-
-from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
-from keras_nlp.layers.decoder_layer import DecoderLayer
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.falcon.falcon_presets import FALCON_PRESETS
+from keras_nlp.models.families.bloom import bloom_block_rules
+from keras_nlp.models.families.bloom import build_bloom_style
 
-# Names of the shared layers' sublayers in Falcon checkpoints.
-ATTENTION_NAMES = {
-    "query": "query_dense",
-    "key": "key_dense",
-    "value": "value_dense",
-    "output": "output_dense",
-}
+# The names of a block's layers in Falcon checkpoints.
+ATTENTION = "attention"
 BLOCK_NAMES = {
     "attention_norm": "input_layernorm",
     "feedforward_norm": "post_attention_layernorm",
@@ -80,16 +70,9 @@ class FalconBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
         return [
             *token_embedding_rules("token_embedding/", tied=True),
-            *attention_rules(
-                block + "attention/",
-                sublayer_names=ATTENTION_NAMES,
-                use_bias=True,
-                flat_output_kernel=True,
-            ),
-            *feedforward_rules(block, sublayer_names=BLOCK_NAMES, gated=False),
+            *bloom_block_rules(ATTENTION, BLOCK_NAMES),
         ]
 
     def __init__(
@@ -105,104 +88,23 @@ class FalconBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        sizes = {
-            "vocabulary_size": vocabulary_size,
-            "num_layers": num_layers,
-            "num_attention_heads": num_attention_heads,
-            "hidden_dim": hidden_dim,
-            "intermediate_dim": intermediate_dim,
-        }
-        for name, value in sizes.items():
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"`{name}` must be a positive integer. Received: "
-                    f"{name}={value!r}."
-                )
-        if hidden_dim % num_attention_heads:
-            raise ValueError(
-                "`hidden_dim` must be divisible by `num_attention_heads`. "
-                f"Received: hidden_dim={hidden_dim}, "
-                f"num_attention_heads={num_attention_heads}."
-            )
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            input_dim=vocabulary_size,
-            output_dim=hidden_dim,
-            tie_weights=True,
-            dtype=dtype,
-            name="token_embedding",
-        )
-        self.transformer_layers = []
-        for index in range(num_layers):
-            attention = CachedGroupedQueryAttention(
-                num_query_heads=num_attention_heads,
-                num_key_value_heads=num_attention_heads,
-                use_bias=True,
-                use_output_bias=True,
-                flat_output_kernel=True,
-                use_alibi=True,
-                zero_unattended_queries=True,
-                scale_alibi=True,
-                dropout=attention_dropout_rate,
-                sublayer_names=ATTENTION_NAMES,
-                dtype=dtype,
-                name="attention",
-            )
-            self.transformer_layers.append(
-                DecoderLayer(
-                    attention=attention,
-                    hidden_dim=hidden_dim,
-                    intermediate_dim=intermediate_dim,
-                    activation="gelu",
-                    gated=False,
-                    use_bias=True,
-                    normalization="layer",
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    dropout=attention_dropout_rate,
-                    feedforward_dropout=feedforward_dropout_rate,
-                    sublayer_names=BLOCK_NAMES,
-                    dtype=dtype,
-                    name=f"transformer_layer_{index}",
-                )
-            )
-        self.final_layernorm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="final_layernorm",
-        )
-
-        # === Functional graph ===
-        init_decoder_graph(
+        build_bloom_style(
             self,
-            embed=self.token_embedding,
-            blocks=self.transformer_layers,
-            final_norm=self.final_layernorm,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            num_heads=num_attention_heads,
+            heads_argument="num_attention_heads",
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            activation="gelu",
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=attention_dropout_rate,
+            feedforward_dropout=feedforward_dropout_rate,
+            # ALiBi is added before the logits are scaled.
+            scale_alibi=True,
+            embeddings_initializer="uniform",
+            attention_name=ATTENTION,
+            block_names=BLOCK_NAMES,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_attention_heads = num_attention_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.attention_dropout_rate = attention_dropout_rate
-        self.feedforward_dropout_rate = feedforward_dropout_rate
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "num_attention_heads": self.num_attention_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "attention_dropout_rate": self.attention_dropout_rate,
-                "feedforward_dropout_rate": self.feedforward_dropout_rate,
-            }
-        )
-        return config

@@ -3,8 +3,43 @@
 import keras
 from keras import ops
 
+from keras_nlp.distribution import DATA
+from keras_nlp.distribution import MODEL
+from keras_nlp.distribution.dims import declare_dims
+from keras_nlp.distribution.dims import declare_einsum_dims
+from keras_nlp.distribution.dims import einsum_dims
+from keras_nlp.layers.cached_attention import KERNEL_DIMS
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
+from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+
+# The fused projection: per head, the query, key and value features.
+QUERY_KEY_VALUE_EQUATION = "btd,dnh->btnh"
+LEGEND = dict(d="hidden", n="heads", h="qkv_head_dim")
+QUERY_KEY_VALUE_DIMS = einsum_dims(QUERY_KEY_VALUE_EQUATION, LEGEND)
+# Its bias `(heads, qkv_head_dim)` has no hidden dimension.
+QUERY_KEY_VALUE_BIAS_DIMS = QUERY_KEY_VALUE_DIMS[1:]
+# `(heads * head_dim, hidden)`: rows are the concatenated heads, like the
+# flat output kernel of the shared attention.
+OUTPUT_KERNEL_DIMS = KERNEL_DIMS["flat_output"]
+
+
+def gpt_neo_x_attention_rules(prefix):
+    """Layout rules of a `GPTNeoXAttention`'s weights under `prefix`.
+
+    Heads on the model axis, so each head's query, key and value stay
+    together on one device, and the output kernel's rows take the same
+    heads; hidden on the data axis.
+    """
+    roles = {"heads": MODEL, "hidden": DATA}
+    fused = prefix + "query_key_value/"
+    return [
+        named_rule(fused + "kernel", QUERY_KEY_VALUE_DIMS, roles),
+        named_rule(fused + "bias", QUERY_KEY_VALUE_BIAS_DIMS, roles),
+        named_rule(
+            prefix + "attention_output/kernel", OUTPUT_KERNEL_DIMS, roles
+        ),
+    ]
 
 
 def gpt_neo_x_kernel_initializer():
@@ -29,7 +64,8 @@ class GPTNeoXAttention(keras.layers.Layer):
         num_heads: int. Number of attention heads; must divide the input
             width.
         rotary_percentage: float. Fraction of each head's features that are
-            rotated, in `[0, 1]`. Defaults to `0.25`.
+            rotated, in `[0, 1]`; `int(head_dim * rotary_percentage)` must
+            be even. Defaults to `0.25`.
         rotary_max_wavelength: int. Base wavelength of the rotary embedding.
             Defaults to `10000`.
         dropout: float. Dropout rate on the attention probabilities.
@@ -55,6 +91,11 @@ class GPTNeoXAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if not 0 <= rotary_percentage <= 1:
+            raise ValueError(
+                "`rotary_percentage` must be in [0, 1]. Received: "
+                f"rotary_percentage={rotary_percentage}."
+            )
         self.num_heads = num_heads
         self.rotary_percentage = rotary_percentage
         self.rotary_max_wavelength = rotary_max_wavelength
@@ -69,15 +110,24 @@ class GPTNeoXAttention(keras.layers.Layer):
             )
         self.head_dim = self.hidden_dim // self.num_heads
         self.rotary_dim = int(self.head_dim * self.rotary_percentage)
+        if self.rotary_dim % 2:
+            raise ValueError(
+                "The rotated part of each head, int(head_dim * "
+                "rotary_percentage), must be even (rotary embedding rotates "
+                "feature pairs). Received: rotary_percentage="
+                f"{self.rotary_percentage} with head_dim={self.head_dim} "
+                f"(hidden_dim // num_heads), giving {self.rotary_dim}."
+            )
 
         self.query_key_value_dense = keras.layers.EinsumDense(
-            "btd,dnh->btnh",
+            QUERY_KEY_VALUE_EQUATION,
             output_shape=(None, self.num_heads, 3 * self.head_dim),
             bias_axes="nh",
             kernel_initializer=gpt_neo_x_kernel_initializer(),
             dtype=self.dtype_policy,
             name="query_key_value",
         )
+        declare_einsum_dims(self.query_key_value_dense, **LEGEND)
         self.query_key_value_dense.build(input_shape)
 
         # Takes the heads concatenated (head-major) as its input features.
@@ -87,6 +137,7 @@ class GPTNeoXAttention(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="attention_output",
         )
+        declare_dims(self.output_dense, kernel=OUTPUT_KERNEL_DIMS)
         self.output_dense.build(input_shape)
 
         self.rotary_embedding = RotaryEmbedding(

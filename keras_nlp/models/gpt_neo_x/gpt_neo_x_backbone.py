@@ -1,67 +1,18 @@
 """GPT-NeoX decoder backbone (Pythia, GPT-NeoX-20B)."""
 
-import keras
-
-from keras_nlp.distribution import DATA
-from keras_nlp.distribution import MODEL
-from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
+from keras_nlp.models.families.gpt import BLOCK
+from keras_nlp.models.families.gpt import build_gpt_style
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
+from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import (
+    gpt_neo_x_attention_rules,
+)
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import (
     gpt_neo_x_kernel_initializer,
 )
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_presets import GPT_NEO_X_PRESETS
-
-# keras-hub's names for the two layer norms of a block.
-_SUBLAYER_NAMES = {
-    "attention_norm": "self_attention_layer_norm",
-    "feedforward_norm": "feedforward_layer_norm",
-}
-
-
-def _check_arguments(
-    vocabulary_size,
-    num_layers,
-    num_heads,
-    hidden_dim,
-    intermediate_dim,
-    rotary_percentage,
-):
-    for name, value in (
-        ("vocabulary_size", vocabulary_size),
-        ("num_layers", num_layers),
-        ("num_heads", num_heads),
-        ("hidden_dim", hidden_dim),
-        ("intermediate_dim", intermediate_dim),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(
-                f"`{name}` must be a positive integer. Received: "
-                f"{name}={value!r}."
-            )
-    if hidden_dim % num_heads:
-        raise ValueError(
-            "`hidden_dim` must be divisible by `num_heads`. Received: "
-            f"hidden_dim={hidden_dim}, num_heads={num_heads}."
-        )
-    if not 0 <= rotary_percentage <= 1:
-        raise ValueError(
-            "`rotary_percentage` must be in [0, 1]. Received: "
-            f"rotary_percentage={rotary_percentage}."
-        )
-    head_dim = hidden_dim // num_heads
-    rotary_dim = int(head_dim * rotary_percentage)
-    if rotary_dim % 2:
-        raise ValueError(
-            "The rotated part of each head, int(head_dim * "
-            "rotary_percentage), must be even (rotary embedding rotates "
-            f"feature pairs). Received: rotary_percentage={rotary_percentage}"
-            f" with head_dim={head_dim} (hidden_dim // num_heads), giving "
-            f"{rotary_dim}."
-        )
 
 
 class GPTNeoXBackbone(Backbone):
@@ -125,30 +76,10 @@ class GPTNeoXBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        attention = block + "self_attention/"
         return [
             *token_embedding_rules("token_embedding/", tied=True),
-            # Fused (hidden, heads, 3 * head_dim): each head's query, key and
-            # value stay together on one device.
-            (
-                attention + "query_key_value/kernel",
-                (DATA, MODEL, None),
-                ("hidden", "heads", "qkv_head_dim"),
-            ),
-            (
-                attention + "query_key_value/bias",
-                (MODEL, None),
-                ("heads", "qkv_head_dim"),
-            ),
-            # (heads * head_dim, hidden): input rows are the concatenated
-            # heads, so the model axis takes the same heads as above.
-            (
-                attention + "attention_output/kernel",
-                (MODEL, DATA),
-                ("heads*head_dim", "hidden"),
-            ),
-            *feedforward_rules(block, gated=False),
+            *gpt_neo_x_attention_rules(BLOCK + "self_attention/"),
+            *feedforward_rules(BLOCK, gated=False),
         ]
 
     def __init__(
@@ -166,96 +97,32 @@ class GPTNeoXBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        _check_arguments(
-            vocabulary_size,
-            num_layers,
-            num_heads,
-            hidden_dim,
-            intermediate_dim,
-            rotary_percentage,
-        )
-
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            vocabulary_size,
-            hidden_dim,
-            tie_weights=True,
-            embeddings_initializer=keras.initializers.RandomNormal(stddev=0.01),
-            dtype=dtype,
-            name="token_embedding",
-        )
-        self.embeddings_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="embeddings_dropout"
-        )
-        self.transformer_layers = [
-            DecoderLayer(
-                attention=GPTNeoXAttention(
-                    num_heads=num_heads,
-                    rotary_percentage=rotary_percentage,
-                    rotary_max_wavelength=rotary_max_wavelength,
-                    dropout=dropout,
-                    dtype=dtype,
-                    name="self_attention",
-                ),
-                hidden_dim=hidden_dim,
-                intermediate_dim=intermediate_dim,
-                activation="gelu_approximate",
-                gated=False,
-                use_bias=True,
-                normalization="layer",
-                layer_norm_epsilon=layer_norm_epsilon,
-                # Attention and MLP both read the block input.
-                parallel_residual=True,
+        def attention():
+            return GPTNeoXAttention(
+                num_heads=num_heads,
+                rotary_percentage=rotary_percentage,
+                rotary_max_wavelength=rotary_max_wavelength,
                 dropout=dropout,
-                kernel_initializer=gpt_neo_x_kernel_initializer(),
-                sublayer_names=_SUBLAYER_NAMES,
                 dtype=dtype,
-                name=f"transformer_layer_{index}",
+                name="self_attention",
             )
-            for index in range(num_layers)
-        ]
-        self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm"
-        )
 
-        # === Functional graph ===
-        init_decoder_graph(
+        build_gpt_style(
             self,
-            embed=lambda ids: self.embeddings_dropout(
-                self.token_embedding(ids)
-            ),
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            num_heads=num_heads,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            activation="gelu_approximate",
+            dropout=dropout,
+            initializer=gpt_neo_x_kernel_initializer(),
+            # Positions enter through the rotary embedding of the attention.
+            learned_positions=False,
+            attention=attention,
+            # Attention and feed-forward both read the block input.
+            parallel_residual=True,
+            layer_norm_epsilon=layer_norm_epsilon,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.rotary_percentage = rotary_percentage
-        self.rotary_max_wavelength = rotary_max_wavelength
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.max_sequence_length = max_sequence_length
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "num_heads": self.num_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "rotary_percentage": self.rotary_percentage,
-                "rotary_max_wavelength": self.rotary_max_wavelength,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "max_sequence_length": self.max_sequence_length,
-            }
-        )
-        return config

@@ -2,15 +2,11 @@
 
 import keras
 
-from keras_nlp.layers.token_and_position_embedding import (
-    TokenAndPositionEmbedding,
-)
+from keras_nlp.layers.layout_rules import position_embedding_rules
+from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
-from keras_nlp.models.gpt2.gpt2_backbone import LAYER_NORM_EPSILON
-from keras_nlp.models.gpt2.gpt2_backbone import check_decoder_arguments
-from keras_nlp.models.gpt2.gpt2_backbone import learned_position_decoder_layers
-from keras_nlp.models.gpt2.gpt2_backbone import learned_position_decoder_rules
+from keras_nlp.models.families.gpt import build_gpt_style
+from keras_nlp.models.families.gpt import gpt_block_rules
 from keras_nlp.models.opt.opt_presets import OPT_PRESETS
 
 
@@ -68,7 +64,12 @@ class OPTBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        return learned_position_decoder_rules("embeddings/")
+        tables = "embeddings/"
+        return [
+            *token_embedding_rules(tables + "token_embedding/", tied=True),
+            *position_embedding_rules(tables + "position_embedding/"),
+            *gpt_block_rules(),
+        ]
 
     def __init__(
         self,
@@ -82,76 +83,20 @@ class OPTBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        check_decoder_arguments(
-            vocabulary_size,
-            num_layers,
-            num_heads,
-            hidden_dim,
-            intermediate_dim,
-            dropout,
-            max_sequence_length,
-        )
-
-        # === Layers ===
-        self.embeddings = TokenAndPositionEmbedding(
+        build_gpt_style(
+            self,
             vocabulary_size=vocabulary_size,
-            sequence_length=max_sequence_length,
-            embedding_dim=hidden_dim,
-            tie_weights=True,
-            embeddings_initializer=keras.initializers.TruncatedNormal(
-                stddev=0.02
-            ),
-            dtype=dtype,
-            name="embeddings",
-        )
-        self.token_embedding = self.embeddings.token_embedding
-        self.transformer_layers = learned_position_decoder_layers(
             num_layers=num_layers,
             num_heads=num_heads,
             hidden_dim=hidden_dim,
             intermediate_dim=intermediate_dim,
+            max_sequence_length=max_sequence_length,
             activation="relu",
             dropout=dropout,
-            kernel_initializer=lambda: keras.initializers.TruncatedNormal(
-                stddev=0.02
-            ),
-            dtype=dtype,
-        )
-        self.layer_norm = keras.layers.LayerNormalization(
-            epsilon=LAYER_NORM_EPSILON, dtype=dtype, name="layer_norm"
-        )
-
-        # === Functional graph ===
-        # Unlike GPT-2, OPT has no dropout on the embeddings.
-        init_decoder_graph(
-            self,
-            embed=self.embeddings,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            # Both tables in one layer, and no dropout on their sum.
+            embeddings_layer="embeddings",
+            embeddings_dropout=False,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_heads = num_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
-        self.max_sequence_length = max_sequence_length
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "num_heads": self.num_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
-                "max_sequence_length": self.max_sequence_length,
-            }
-        )
-        return config

@@ -1,0 +1,153 @@
+"""The Bloom-style decoder stack: BLOOM and Falcon-RW.
+
+A tied token embedding with no position embedding, then GPT-style
+pre-LayerNorm blocks (`gpt.gpt_blocks`) whose multi-head attention adds
+ALiBi position biases to its logits and projects the concatenated heads
+back through a flat `(heads * head_dim, hidden)` kernel, then a final
+LayerNorm. The members differ only in the arguments of
+`build_bloom_style`: BLOOM layer-normalizes the embeddings, Falcon scales
+the ALiBi bias with the queries and has a second dropout rate; the
+activation, initializer and checkpoint names differ too.
+"""
+
+import keras
+
+from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
+from keras_nlp.layers.layout_rules import attention_rules
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.decoder import init_decoder_graph
+from keras_nlp.models.families.gpt import BLOCK
+from keras_nlp.models.families.gpt import check_heads_divide
+from keras_nlp.models.families.gpt import gpt_blocks
+
+# The attention projections' names in BLOOM and Falcon checkpoints.
+ATTENTION_NAMES = {
+    "query": "query_dense",
+    "key": "key_dense",
+    "value": "value_dense",
+    "output": "output_dense",
+}
+
+
+def build_bloom_style(
+    backbone,
+    *,
+    vocabulary_size,
+    num_layers,
+    num_heads,
+    hidden_dim,
+    intermediate_dim,
+    activation,
+    layer_norm_epsilon,
+    dropout,
+    embeddings_initializer,
+    attention_name,
+    block_names,
+    feedforward_dropout=None,
+    scale_alibi=False,
+    embeddings_layer_norm=False,
+    heads_argument="num_heads",
+    dtype=None,
+    **kwargs,
+):
+    """Builds a Bloom-style stack into `backbone` and initializes its graph.
+
+    Checks that the heads divide `hidden_dim`, then sets
+    `backbone.token_embedding`, `backbone.embeddings_layer_norm` (when asked
+    for), `backbone.transformer_layers` and `backbone.layer_norm`
+    (`final_layernorm`), with the checkpoints' names.
+
+    Args:
+        backbone: the backbone being constructed.
+        vocabulary_size, num_layers, num_heads, hidden_dim,
+            intermediate_dim, layer_norm_epsilon: as in `BloomBackbone`.
+        activation: str, the feed-forward activation.
+        dropout: float. Dropout on the attention probabilities and on the
+            attention branch's output.
+        embeddings_initializer: initializer of the token table.
+        attention_name: the attention layer's name in each block.
+        block_names: `DecoderLayer` `sublayer_names` of the checkpoint.
+        feedforward_dropout: float or `None` (`dropout`). Dropout on the
+            feed-forward branch's output.
+        scale_alibi: bool. Scale the ALiBi bias by `1 / sqrt(head_dim)`
+            along with the logits (Falcon).
+        embeddings_layer_norm: bool. Layer-normalize the token embeddings
+            (BLOOM's `embedding_layernorm`).
+        heads_argument: the backbone's name for `num_heads`, as error
+            messages call it.
+        dtype: dtype or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (`name`, ...).
+    """
+    check_heads_divide(hidden_dim, num_heads, heads_argument)
+    backbone.token_embedding = token_embedding(
+        vocabulary_size,
+        hidden_dim,
+        initializer=embeddings_initializer,
+        dtype=dtype,
+    )
+    embed = backbone.token_embedding
+    if embeddings_layer_norm:
+        backbone.embeddings_layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon,
+            dtype=dtype,
+            name="embedding_layernorm",
+        )
+
+        def embed(token_ids):
+            return backbone.embeddings_layer_norm(
+                backbone.token_embedding(token_ids)
+            )
+
+    def alibi_attention():
+        return CachedGroupedQueryAttention(
+            num_query_heads=num_heads,
+            num_key_value_heads=num_heads,
+            use_bias=True,
+            use_output_bias=True,
+            flat_output_kernel=True,
+            use_alibi=True,
+            scale_alibi=scale_alibi,
+            zero_unattended_queries=True,
+            dropout=dropout,
+            sublayer_names=ATTENTION_NAMES,
+            dtype=dtype,
+            name=attention_name,
+        )
+
+    backbone.transformer_layers = gpt_blocks(
+        num_layers,
+        alibi_attention,
+        hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim,
+        activation=activation,
+        dropout=dropout,
+        feedforward_dropout=feedforward_dropout,
+        layer_norm_epsilon=layer_norm_epsilon,
+        block_names=block_names,
+        dtype=dtype,
+    )
+    backbone.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, dtype=dtype, name="final_layernorm"
+    )
+    init_decoder_graph(
+        backbone,
+        embed=embed,
+        blocks=backbone.transformer_layers,
+        final_norm=backbone.layer_norm,
+        dtype=dtype,
+        **kwargs,
+    )
+
+
+def bloom_block_rules(attention_name, block_names):
+    """Layout rules of `build_bloom_style`'s blocks, named as there."""
+    return [
+        *attention_rules(
+            BLOCK + attention_name + "/",
+            sublayer_names=ATTENTION_NAMES,
+            use_bias=True,
+            flat_output_kernel=True,
+        ),
+        *feedforward_rules(BLOCK, sublayer_names=block_names, gated=False),
+    ]

@@ -1,0 +1,252 @@
+"""The GPT-style decoder stack: GPT-2, OPT and GPT-NeoX.
+
+A tied token embedding, learned absolute positions added to it (GPT-2,
+OPT), then pre-LayerNorm blocks of multi-head attention and a plain
+two-layer feed-forward, every projection with a bias, then a final
+LayerNorm. The members differ only in the arguments of `build_gpt_style`:
+the feed-forward activation, where the embedding tables live, embedding
+dropout and the initializer; GPT-NeoX brings its own attention layer and
+parallel residuals instead of positions. The Bloom family (`bloom.py`)
+builds its blocks with `gpt_blocks` too.
+"""
+
+import keras
+
+from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
+from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.layout_rules import attention_rules
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
+from keras_nlp.layers.token_and_position_embedding import (
+    TokenAndPositionEmbedding,
+)
+from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.decoder import init_decoder_graph
+
+# The paths of the blocks, `transformer_layer_{i}/...`.
+BLOCK = r"transformer_layer_\d+/"
+# keras-hub's `TransformerDecoder` names a block's norms this way.
+BLOCK_NAMES = {
+    "attention_norm": "self_attention_layer_norm",
+    "feedforward_norm": "feedforward_layer_norm",
+}
+# Every GPT-2 and OPT checkpoint uses this epsilon; keras-hub fixes it.
+LAYER_NORM_EPSILON = 1e-5
+
+
+def check_heads_divide(hidden_dim, num_heads, heads_argument="num_heads"):
+    """Raises a `ValueError` unless `hidden_dim` splits into the heads.
+
+    That every size is a positive integer `Backbone` checks for every
+    backbone, before its constructor runs.
+
+    Args:
+        hidden_dim: int.
+        num_heads: int.
+        heads_argument: the backbone's name for `num_heads`, as the message
+            calls it.
+    """
+    if hidden_dim % num_heads:
+        raise ValueError(
+            f"`hidden_dim` must be divisible by `{heads_argument}` (each "
+            f"head is hidden_dim // {heads_argument} wide). Received: "
+            f"hidden_dim={hidden_dim}, {heads_argument}={num_heads}."
+        )
+
+
+def gpt_blocks(
+    num_layers,
+    attention,
+    hidden_dim,
+    intermediate_dim,
+    activation,
+    dropout,
+    feedforward_dropout=None,
+    layer_norm_epsilon=LAYER_NORM_EPSILON,
+    parallel_residual=False,
+    kernel_initializer="glorot_uniform",
+    block_names=None,
+    dtype=None,
+):
+    """The pre-LayerNorm blocks `transformer_layer_{i}`.
+
+    Each is a `DecoderLayer` with a plain (ungated) feed-forward whose
+    dense layers have biases.
+
+    Args:
+        num_layers: int. Number of blocks.
+        attention: callable returning a new attention layer for one block.
+        hidden_dim, intermediate_dim, activation, dropout,
+            feedforward_dropout, layer_norm_epsilon, parallel_residual,
+            kernel_initializer: as in `DecoderLayer`.
+        block_names: `DecoderLayer` `sublayer_names` of the checkpoint;
+            defaults to `BLOCK_NAMES`.
+        dtype: dtype or `keras.DTypePolicy`.
+    """
+    return [
+        DecoderLayer(
+            attention=attention(),
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            activation=activation,
+            gated=False,
+            use_bias=True,
+            normalization="layer",
+            layer_norm_epsilon=layer_norm_epsilon,
+            parallel_residual=parallel_residual,
+            dropout=dropout,
+            feedforward_dropout=feedforward_dropout,
+            kernel_initializer=kernel_initializer,
+            sublayer_names=block_names or BLOCK_NAMES,
+            dtype=dtype,
+            name=f"transformer_layer_{index}",
+        )
+        for index in range(num_layers)
+    ]
+
+
+def build_gpt_style(
+    backbone,
+    *,
+    vocabulary_size,
+    num_layers,
+    num_heads,
+    hidden_dim,
+    intermediate_dim,
+    activation,
+    dropout,
+    initializer,
+    max_sequence_length=None,
+    learned_positions=True,
+    embeddings_layer=None,
+    embeddings_dropout=True,
+    attention=None,
+    parallel_residual=False,
+    layer_norm_epsilon=LAYER_NORM_EPSILON,
+    dtype=None,
+    **kwargs,
+):
+    """Builds a GPT-style stack into `backbone` and initializes its graph.
+
+    Checks that the heads divide `hidden_dim`, that learned positions have
+    a `max_sequence_length` and that `dropout` is a rate, then sets
+    `backbone.token_embedding`, `backbone.position_embedding` (or
+    `backbone.embeddings`, holding both tables), `backbone.transformer_layers`
+    and `backbone.layer_norm`, with the checkpoints' names.
+
+    Args:
+        backbone: the backbone being constructed.
+        vocabulary_size, num_layers, num_heads, hidden_dim,
+            intermediate_dim, max_sequence_length, dropout: as in
+            `GPT2Backbone`.
+        activation: str, the feed-forward activation.
+        initializer: a Keras initializer of the projection kernels and the
+            position table (and of the token table when `embeddings_layer`
+            holds both); a separate token table draws from
+            `RandomNormal(stddev=0.01)`.
+        learned_positions: bool. Add a `(max_sequence_length, hidden)`
+            position table to the token embeddings.
+        embeddings_layer: name of one `TokenAndPositionEmbedding` holding
+            both tables (OPT), or `None` for the top-level layers
+            `token_embedding` and `position_embedding` (GPT-2).
+        embeddings_dropout: bool. Dropout on the summed embeddings.
+        attention: callable returning a new attention layer named
+            `self_attention` for one block; defaults to multi-head
+            `CachedGroupedQueryAttention` with biases.
+        parallel_residual: bool. Attention and feed-forward both read the
+            block input (GPT-NeoX).
+        layer_norm_epsilon: float. Epsilon of every LayerNorm.
+        dtype: dtype or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (`name`, ...).
+    """
+    check_heads_divide(hidden_dim, num_heads)
+    if learned_positions and max_sequence_length is None:
+        raise ValueError(
+            "Learned positions need `max_sequence_length`, a positive "
+            "integer. Received: max_sequence_length=None."
+        )
+    if not 0 <= dropout < 1:
+        raise ValueError(
+            f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
+        )
+
+    if embeddings_layer:
+        backbone.embeddings = TokenAndPositionEmbedding(
+            vocabulary_size=vocabulary_size,
+            sequence_length=max_sequence_length,
+            embedding_dim=hidden_dim,
+            embeddings_initializer=initializer,
+            dtype=dtype,
+            name=embeddings_layer,
+        )
+        backbone.token_embedding = backbone.embeddings.token_embedding
+    else:
+        backbone.token_embedding = token_embedding(
+            vocabulary_size, hidden_dim, dtype=dtype
+        )
+        if learned_positions:
+            backbone.position_embedding = PositionEmbedding(
+                sequence_length=max_sequence_length,
+                initializer=initializer,
+                dtype=dtype,
+                name="position_embedding",
+            )
+    if embeddings_dropout:
+        backbone.embeddings_dropout = keras.layers.Dropout(
+            dropout, dtype=dtype, name="embeddings_dropout"
+        )
+
+    def embed(token_ids):
+        if embeddings_layer:
+            x = backbone.embeddings(token_ids)
+        else:
+            x = backbone.token_embedding(token_ids)
+            if learned_positions:
+                x = x + backbone.position_embedding(x)
+        if embeddings_dropout:
+            x = backbone.embeddings_dropout(x)
+        return x
+
+    def multi_head_attention():
+        return CachedGroupedQueryAttention(
+            num_query_heads=num_heads,
+            num_key_value_heads=num_heads,
+            use_bias=True,
+            use_output_bias=True,
+            dropout=dropout,
+            kernel_initializer=initializer,
+            dtype=dtype,
+            name="self_attention",
+        )
+
+    backbone.transformer_layers = gpt_blocks(
+        num_layers,
+        attention or multi_head_attention,
+        hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim,
+        activation=activation,
+        dropout=dropout,
+        layer_norm_epsilon=layer_norm_epsilon,
+        parallel_residual=parallel_residual,
+        kernel_initializer=initializer,
+        dtype=dtype,
+    )
+    backbone.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm"
+    )
+    init_decoder_graph(
+        backbone,
+        embed=embed,
+        blocks=backbone.transformer_layers,
+        final_norm=backbone.layer_norm,
+        dtype=dtype,
+        **kwargs,
+    )
+
+
+def gpt_block_rules():
+    """Layout rules of the blocks of `build_gpt_style`'s own attention."""
+    return [
+        *attention_rules(BLOCK + "self_attention/", use_bias=True),
+        *feedforward_rules(BLOCK, gated=False),
+    ]
