@@ -1,7 +1,7 @@
 """The Bloom-style decoder stack: BLOOM and Falcon-RW.
 
 A tied token embedding with no position embedding, then GPT-style
-pre-LayerNorm blocks (`gpt.gpt_blocks`) whose multi-head attention adds
+pre-LayerNorm blocks (`gpt.build_gpt_blocks`) whose multi-head attention adds
 ALiBi position biases to its logits and projects the concatenated heads
 back through a flat `(heads * head_dim, hidden)` kernel, then a final
 LayerNorm. The members differ only in the arguments of
@@ -16,10 +16,9 @@ from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.token_and_position_embedding import token_embedding
-from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.families.gpt import BLOCK
+from keras_nlp.models.families.gpt import build_gpt_blocks
 from keras_nlp.models.families.gpt import check_heads_divide
-from keras_nlp.models.families.gpt import gpt_blocks
 
 # The attention projections' names in BLOOM and Falcon checkpoints.
 ATTENTION_NAMES = {
@@ -115,9 +114,11 @@ def build_bloom_style(
             name=attention_name,
         )
 
-    backbone.transformer_layers = gpt_blocks(
-        num_layers,
+    build_gpt_blocks(
+        backbone,
+        embed,
         alibi_attention,
+        num_layers=num_layers,
         hidden_dim=hidden_dim,
         intermediate_dim=intermediate_dim,
         activation=activation,
@@ -125,16 +126,7 @@ def build_bloom_style(
         feedforward_dropout=feedforward_dropout,
         layer_norm_epsilon=layer_norm_epsilon,
         block_names=block_names,
-        dtype=dtype,
-    )
-    backbone.layer_norm = keras.layers.LayerNormalization(
-        epsilon=layer_norm_epsilon, dtype=dtype, name="final_layernorm"
-    )
-    init_decoder_graph(
-        backbone,
-        embed=embed,
-        blocks=backbone.transformer_layers,
-        final_norm=backbone.layer_norm,
+        final_norm_name="final_layernorm",
         dtype=dtype,
         **kwargs,
     )

@@ -7,7 +7,7 @@ LayerNorm. The members differ only in the arguments of `build_gpt_style`:
 the feed-forward activation, where the embedding tables live, embedding
 dropout and the initializer; GPT-NeoX brings its own attention layer and
 parallel residuals instead of positions. The Bloom family (`bloom.py`)
-builds its blocks with `gpt_blocks` too.
+builds its blocks with `build_gpt_blocks` too.
 """
 
 import keras
@@ -54,9 +54,12 @@ def check_heads_divide(hidden_dim, num_heads, heads_argument="num_heads"):
         )
 
 
-def gpt_blocks(
-    num_layers,
+def build_gpt_blocks(
+    backbone,
+    embed,
     attention,
+    *,
+    num_layers,
     hidden_dim,
     intermediate_dim,
     activation,
@@ -66,24 +69,31 @@ def gpt_blocks(
     parallel_residual=False,
     kernel_initializer="glorot_uniform",
     block_names=None,
+    final_norm_name="layer_norm",
     dtype=None,
+    **kwargs,
 ):
-    """The pre-LayerNorm blocks `transformer_layer_{i}`.
+    """Adds the blocks and final LayerNorm to `backbone`; wires its graph.
 
-    Each is a `DecoderLayer` with a plain (ungated) feed-forward whose
-    dense layers have biases.
+    The blocks `transformer_layer_{i}` are pre-LayerNorm `DecoderLayer`s
+    with a plain (ungated) feed-forward whose dense layers have biases.
+    Sets `backbone.transformer_layers` and `backbone.layer_norm`.
 
     Args:
-        num_layers: int. Number of blocks.
+        backbone: the backbone being constructed.
+        embed: callable mapping the token ids to the first hidden states.
         attention: callable returning a new attention layer for one block.
+        num_layers: int. Number of blocks.
         hidden_dim, intermediate_dim, activation, dropout,
             feedforward_dropout, layer_norm_epsilon, parallel_residual,
             kernel_initializer: as in `DecoderLayer`.
         block_names: `DecoderLayer` `sublayer_names` of the checkpoint;
             defaults to `BLOCK_NAMES`.
+        final_norm_name: the final LayerNorm's name.
         dtype: dtype or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
-    return [
+    backbone.transformer_layers = [
         DecoderLayer(
             attention=attention(),
             hidden_dim=hidden_dim,
@@ -103,6 +113,17 @@ def gpt_blocks(
         )
         for index in range(num_layers)
     ]
+    backbone.layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon, dtype=dtype, name=final_norm_name
+    )
+    init_decoder_graph(
+        backbone,
+        embed=embed,
+        blocks=backbone.transformer_layers,
+        final_norm=backbone.layer_norm,
+        dtype=dtype,
+        **kwargs,
+    )
 
 
 def build_gpt_style(
@@ -219,9 +240,11 @@ def build_gpt_style(
             name="self_attention",
         )
 
-    backbone.transformer_layers = gpt_blocks(
-        num_layers,
+    build_gpt_blocks(
+        backbone,
+        embed,
         attention or multi_head_attention,
+        num_layers=num_layers,
         hidden_dim=hidden_dim,
         intermediate_dim=intermediate_dim,
         activation=activation,
@@ -229,16 +252,6 @@ def build_gpt_style(
         layer_norm_epsilon=layer_norm_epsilon,
         parallel_residual=parallel_residual,
         kernel_initializer=initializer,
-        dtype=dtype,
-    )
-    backbone.layer_norm = keras.layers.LayerNormalization(
-        epsilon=layer_norm_epsilon, dtype=dtype, name="layer_norm"
-    )
-    init_decoder_graph(
-        backbone,
-        embed=embed,
-        blocks=backbone.transformer_layers,
-        final_norm=backbone.layer_norm,
         dtype=dtype,
         **kwargs,
     )
