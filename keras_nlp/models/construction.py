@@ -48,15 +48,17 @@ def _check_arguments(cls, init, kwargs):
 def _check_sizes(cls, init, arguments):
     parameters = inspect.signature(init).parameters
     for name, value in arguments.items():
-        if value is None or not _SIZE_ARGUMENT.fullmatch(name):
+        parameter = parameters.get(name)
+        if parameter is None or not _SIZE_ARGUMENT.fullmatch(name):
+            continue
+        # `None` is valid where the default is, or the annotation says so
+        # (`sliding_window: int | None = 512`).
+        nullable = parameter.default is None or "None" in str(
+            parameter.annotation
+        )
+        if value is None and nullable:
             continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            parameter = parameters.get(name)
-            # `None` is valid where the default is, or the annotation says
-            # so (`sliding_window: int | None = 512`).
-            nullable = parameter is not None and (
-                parameter.default is None or "None" in str(parameter.annotation)
-            )
             allowed = " or None" if nullable else ""
             raise ValueError(
                 f"{cls.__name__}: `{name}` must be a positive integer"

@@ -2,7 +2,7 @@
 
 `init_decoder_graph` wires token ids through an embedding, the blocks and a
 final norm into the backbone's functional graph. Family builders (see
-`llama_family.py`) build the layers of a whole family from its
+`keras_nlp/models/families/`) build the layers of a whole family from its
 differences and then call it.
 """
 

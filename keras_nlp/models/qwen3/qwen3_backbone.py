@@ -92,7 +92,7 @@ class Qwen3Backbone(Backbone):
         num_layers,
         num_query_heads,
         num_key_value_heads,
-        head_dim,
+        head_dim: int | None,
         hidden_dim,
         intermediate_dim,
         rope_max_wavelength=10000,
