@@ -1,138 +1,495 @@
-"""One tiny config per backbone class, for checks that cover them all.
+"""Every backbone class and its tiny configs: the enrolment list.
 
-Each keeps its family's distinctive shape (shared key/value heads, an odd
-vocabulary, experts) at a size that builds in a fraction of a second.
+A class listed here runs through `tests/models/test_conformance.py` (paths
+against keras-hub checkpoints, config round trip, plan == sharding on every
+mesh, sharded == unsharded, LoRA under a mesh, preset round trips, and for
+decoders causality and padding) and the preset tests in `tests/saving/`.
+
+Each class has one or more tiny configs. The first, `"tiny"`, is the class's
+default (`tiny(name)`), which keras-hub's class of the same name must also
+accept. The others keep a family's distinctive shapes at a size that builds
+in a fraction of a second: the presets' query:key/value head ratios, heads
+or experts that some model axes do not divide, odd vocabularies, and
+options (windows, RoPE scaling, dropout) whose config must round-trip.
 """
 
+import dataclasses
 import importlib
+
+DECODER = "decoder"
+ENCODER = "encoder"
 
 _SMALL = dict(vocabulary_size=96, num_layers=2, hidden_dim=32)
 
-# class name -> (module, config)
+
+@dataclasses.dataclass(frozen=True)
+class Enrolment:
+    """How a backbone class takes part in the shared checks.
+
+    Attributes:
+        module: where the class lives.
+        configs: config name -> constructor arguments; `"tiny"` first.
+        kind: `DECODER` (causal: the causality and padding checks run) or
+            `ENCODER` (they don't).
+        invisible_padding: for decoders, the side on which padding leaves
+            the real tokens' outputs unchanged: `"left"` when positions are
+            relative (RoPE, ALiBi), `"right"` when learned absolute
+            positions count from the first slot, as in keras-hub.
+    """
+
+    module: str
+    configs: dict
+    kind: str = DECODER
+    invisible_padding: str = "left"
+
+
+# Shared by the configs of a family; each entry says what it adds.
+_ONE_BLOCK = dict(vocabulary_size=256, num_layers=1)
+_GEMMA = dict(
+    vocabulary_size=128, num_layers=2, hidden_dim=64, intermediate_dim=256
+)
+_GEMMA3 = dict(
+    _ONE_BLOCK,
+    image_size=None,
+    hidden_dim=64,
+    intermediate_dim=128,
+    use_query_key_norm=True,
+    use_post_ffw_norm=True,
+    use_post_attention_norm=True,
+    use_sliding_window_attention=True,
+    sliding_window_size=4,
+)
+# Non-default options whose config must round-trip.
+_ROPE_OPTIONS = dict(
+    rope_max_wavelength=500, rope_scaling_factor=2.0, layer_norm_epsilon=1e-4
+)
+
+
+def _heads(query, key_value, **kwargs):
+    return dict(num_query_heads=query, num_key_value_heads=key_value, **kwargs)
+
+
 TINY_CONFIGS = {
-    "GemmaBackbone": (
+    "GemmaBackbone": Enrolment(
         "keras_nlp.models.gemma.gemma_backbone",
-        dict(
-            _SMALL,
-            num_query_heads=4,
-            num_key_value_heads=1,
-            intermediate_dim=64,
-            head_dim=8,
-        ),
+        {
+            "tiny": dict(
+                _SMALL, **_heads(4, 1), intermediate_dim=64, head_dim=8
+            ),
+            # gemma_2b_en's 8:1 multi-query heads.
+            "mqa_8_1": dict(_GEMMA, **_heads(8, 1), head_dim=16),
+            # gemma_7b_en's 16:16 multi-head.
+            "mha_16_16": dict(_GEMMA, **_heads(16, 16), head_dim=8),
+            # gemma2_2b_en's 8:4 with the Gemma 2 options.
+            "gqa_8_4_gemma2": dict(
+                _GEMMA,
+                **_heads(8, 4),
+                head_dim=16,
+                query_head_dim_normalize=True,
+                use_post_ffw_norm=True,
+                use_post_attention_norm=True,
+                final_logit_soft_cap=30.0,
+                attention_logit_soft_cap=50.0,
+                sliding_window_size=4,
+                use_sliding_window_attention=True,
+            ),
+        },
     ),
-    "Gemma3Backbone": (
+    "Gemma3Backbone": Enrolment(
         "keras_nlp.models.gemma3.gemma3_backbone",
-        dict(
-            _SMALL,
-            image_size=16,
-            num_query_heads=4,
-            num_key_value_heads=2,
-            intermediate_dim=64,
-            head_dim=8,
-        ),
+        {
+            "tiny": dict(
+                _SMALL,
+                **_heads(4, 2),
+                image_size=16,
+                intermediate_dim=64,
+                head_dim=8,
+            ),
+            # gemma3_270m, gemma3_1b: 4:1 multi-query.
+            "mqa_4_1": dict(_GEMMA3, **_heads(4, 1), head_dim=16),
+            # gemma3_4b_text: 8:4, with an odd (prime) vocabulary, so the
+            # embedding takes its (DATA, MODEL) alternative or falls back.
+            "gqa_8_4_odd_vocab": dict(
+                _GEMMA3, **_heads(8, 4), head_dim=16, vocabulary_size=251
+            ),
+            # gemma3_27b_text (and gemma3_12b_text, 16:8): 32:16, queries
+            # scaled by hidden / heads; soft caps and RoPE scaling.
+            "gqa_32_16": dict(
+                _GEMMA3,
+                **_heads(32, 16),
+                head_dim=4,
+                query_head_dim_normalize=False,
+                attention_logit_soft_cap=50.0,
+                final_logit_soft_cap=30.0,
+                local_rope_scaling_factor=2.0,
+                global_rope_scaling_factor=8.0,
+            ),
+        },
     ),
-    "LlamaBackbone": (
+    "LlamaBackbone": Enrolment(
         "keras_nlp.models.llama.llama_backbone",
-        dict(
-            _SMALL,
-            num_query_heads=4,
-            num_key_value_heads=4,
-            intermediate_dim=48,
-        ),
+        {
+            "tiny": dict(_SMALL, **_heads(4, 4), intermediate_dim=48),
+            # llama2_7b_en: 32:32 multi-head, untied; Llama 3.1 RoPE
+            # scaling.
+            "mha_32_32": dict(
+                _ONE_BLOCK,
+                **_heads(32, 32),
+                hidden_dim=128,
+                intermediate_dim=128,
+                rope_frequency_adjustment_factor=8.0,
+                rope_low_freq_factor=1.0,
+                rope_high_freq_factor=4.0,
+                rope_pretraining_sequence_length=16,
+            ),
+        },
     ),
-    "Llama3Backbone": (
+    "Llama3Backbone": Enrolment(
         "keras_nlp.models.llama3.llama3_backbone",
-        dict(
-            _SMALL,
-            num_query_heads=8,
-            num_key_value_heads=2,
-            intermediate_dim=48,
-        ),
+        {
+            "tiny": dict(_SMALL, **_heads(8, 2), intermediate_dim=48),
+            # llama3_8b_en / llama3.2_1b: 32:8, 4 query heads per KV head.
+            "gqa_32_8": dict(
+                _ONE_BLOCK,
+                **_heads(32, 8),
+                hidden_dim=128,
+                intermediate_dim=128,
+            ),
+            # llama3.2_3b: 24:8 (3 per KV head), tied.
+            "gqa_24_8_tied": dict(
+                _ONE_BLOCK,
+                **_heads(24, 8),
+                hidden_dim=96,
+                intermediate_dim=128,
+                tie_word_embeddings=True,
+            ),
+        },
     ),
-    "MistralBackbone": (
+    "MistralBackbone": Enrolment(
         "keras_nlp.models.mistral.mistral_backbone",
-        dict(
-            _SMALL,
-            num_query_heads=8,
-            num_key_value_heads=2,
-            intermediate_dim=48,
-            sliding_window=4,
-        ),
+        {
+            "tiny": dict(
+                _SMALL, **_heads(8, 2), intermediate_dim=48, sliding_window=4
+            ),
+            # Both presets' 32:8 heads, a window shorter than the inputs.
+            "gqa_32_8_window_3": dict(
+                _ONE_BLOCK,
+                **_heads(32, 8),
+                hidden_dim=128,
+                intermediate_dim=128,
+                sliding_window=3,
+            ),
+            # The same 4:1 ratio with 2 key/value heads, which the model
+            # axes 4 and 8 do not divide; no window (v0.3); an explicit
+            # head_dim and non-default options.
+            "gqa_8_2_no_window": dict(
+                _ONE_BLOCK,
+                **_heads(8, 2, head_dim=16),
+                **_ROPE_OPTIONS,
+                hidden_dim=64,
+                intermediate_dim=96,
+                sliding_window=None,
+                dropout=0.1,
+            ),
+        },
     ),
-    "MixtralBackbone": (
+    "MixtralBackbone": Enrolment(
         "keras_nlp.models.mixtral.mixtral_backbone",
-        dict(
-            _SMALL,
-            num_query_heads=8,
-            num_key_value_heads=2,
-            intermediate_dim=48,
-            num_experts=4,
-            top_k=2,
-        ),
+        {
+            "tiny": dict(
+                _SMALL,
+                **_heads(8, 2),
+                intermediate_dim=48,
+                num_experts=4,
+                top_k=2,
+            ),
+            # mixtral_8_7b_en's 8 experts (top 2) and 32:8 heads.
+            "e8_top2_gqa_32_8": dict(
+                _ONE_BLOCK,
+                **_heads(32, 8),
+                hidden_dim=128,
+                intermediate_dim=32,
+                num_experts=8,
+                top_k=2,
+                sliding_window=None,
+            ),
+            # 3 experts divide no model axis: their feed-forward width is
+            # sharded instead. Non-default router and RoPE options.
+            "e3_top1_gqa_8_2_window": dict(
+                _ONE_BLOCK,
+                **_heads(8, 2),
+                **_ROPE_OPTIONS,
+                hidden_dim=32,
+                intermediate_dim=48,
+                num_experts=3,
+                top_k=1,
+                sliding_window=4,
+                router_jitter_noise=0.1,
+                router_aux_loss_coef=0.1,
+                dropout=0.1,
+            ),
+        },
     ),
-    "Phi3Backbone": (
+    "Phi3Backbone": Enrolment(
         "keras_nlp.models.phi3.phi3_backbone",
-        dict(
-            _SMALL,
-            num_query_heads=4,
-            num_key_value_heads=4,
-            intermediate_dim=48,
-        ),
+        {
+            "tiny": dict(_SMALL, **_heads(4, 4), intermediate_dim=48),
+            # phi3_mini: 32:32 multi-head, untied, vocabulary 32064 = 64 *
+            # 501.
+            "mha_32_32": dict(
+                _ONE_BLOCK,
+                **_heads(32, 32),
+                vocabulary_size=192,
+                hidden_dim=64,
+                intermediate_dim=128,
+            ),
+            # Su RoPE past its pretraining length (the inputs have 12
+            # tokens), an odd vocabulary and 4 heads that an 8-way axis
+            # can't split.
+            "mha_4_4_su_odd_vocab": dict(
+                _ONE_BLOCK,
+                **_heads(4, 4),
+                vocabulary_size=257,
+                hidden_dim=32,
+                intermediate_dim=48,
+                max_sequence_length=64,
+                pretraining_sequence_length=8,
+                rope_scaling_type="su",
+                rope_scaling_short_factor=[1.0, 1.2, 1.4, 1.6],
+                rope_scaling_long_factor=[1.0, 3.0, 9.0, 27.0],
+                rope_max_wavelength=500,
+                layer_norm_epsilon=1e-5,
+                dropout=0.1,
+            ),
+        },
     ),
-    "QwenBackbone": (
+    "QwenBackbone": Enrolment(
         "keras_nlp.models.qwen.qwen_backbone",
-        dict(
-            _SMALL,
-            num_query_heads=8,
-            num_key_value_heads=2,
-            intermediate_dim=48,
-            tie_word_embeddings=True,
-        ),
+        {
+            "tiny": dict(
+                _SMALL,
+                **_heads(8, 2),
+                intermediate_dim=48,
+                tie_word_embeddings=True,
+            ),
+            # qwen2.5_0.5b_en: 14:2, tied; 14 query heads divide only the
+            # model axes 1 and 2.
+            "gqa_14_2_tied": dict(
+                _ONE_BLOCK, **_heads(14, 2), hidden_dim=56, intermediate_dim=96
+            ),
+            # qwen2.5_3b_en: 16:2, tied.
+            "gqa_16_2_tied": dict(
+                _ONE_BLOCK, **_heads(16, 2), hidden_dim=64, intermediate_dim=96
+            ),
+            # qwen2.5_7b_en: 28:4, untied; 28 and 4 do not divide model 8.
+            # With a sliding window and non-default RoPE options.
+            "gqa_28_4_untied_window": dict(
+                _ONE_BLOCK,
+                **_heads(28, 4),
+                **_ROPE_OPTIONS,
+                hidden_dim=56,
+                intermediate_dim=96,
+                tie_word_embeddings=False,
+                use_sliding_window_attention=True,
+                sliding_window_size=3,
+            ),
+        },
     ),
-    "Qwen3Backbone": (
+    "Qwen3Backbone": Enrolment(
         "keras_nlp.models.qwen3.qwen3_backbone",
-        dict(
-            _SMALL,
-            num_query_heads=4,
-            num_key_value_heads=2,
-            head_dim=16,
-            intermediate_dim=48,
-        ),
+        {
+            "tiny": dict(
+                _SMALL, **_heads(4, 2, head_dim=16), intermediate_dim=48
+            ),
+            # qwen3_0.6b_en: 16:8, tied, head_dim * heads = 2 * hidden_dim.
+            "gqa_16_8_tied": dict(
+                _ONE_BLOCK,
+                **_heads(16, 8, head_dim=8),
+                hidden_dim=64,
+                intermediate_dim=96,
+            ),
+            # qwen3_8b_en: 32:8, untied, head_dim * heads = hidden_dim.
+            # With a sliding window and RoPE scaling.
+            "gqa_32_8_untied_window": dict(
+                _ONE_BLOCK,
+                **_heads(32, 8, head_dim=2),
+                **_ROPE_OPTIONS,
+                hidden_dim=64,
+                intermediate_dim=96,
+                tie_word_embeddings=False,
+                sliding_window_size=3,
+            ),
+        },
     ),
-    "GPT2Backbone": (
+    "GPT2Backbone": Enrolment(
         "keras_nlp.models.gpt2.gpt2_backbone",
-        dict(
-            _SMALL,
-            vocabulary_size=97,
-            num_heads=4,
-            intermediate_dim=64,
-            max_sequence_length=32,
-        ),
+        {
+            "tiny": dict(
+                _SMALL,
+                vocabulary_size=97,
+                num_heads=4,
+                intermediate_dim=64,
+                max_sequence_length=32,
+            ),
+            # GPT-2's odd vocabulary; 8 heads divide every model axis (like
+            # medium's 16), 5 divide none (like extra large's 25).
+            "odd_vocab_8_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=257,
+                hidden_dim=64,
+                intermediate_dim=128,
+                num_heads=8,
+                dropout=0.0,
+                max_sequence_length=16,
+            ),
+            "odd_vocab_5_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=257,
+                hidden_dim=40,
+                intermediate_dim=64,
+                num_heads=5,
+                dropout=0.1,
+                max_sequence_length=16,
+            ),
+        },
+        invisible_padding="right",
     ),
-    "OPTBackbone": (
+    "OPTBackbone": Enrolment(
         "keras_nlp.models.opt.opt_backbone",
-        dict(_SMALL, num_heads=4, intermediate_dim=64, max_sequence_length=32),
+        {
+            "tiny": dict(
+                _SMALL, num_heads=4, intermediate_dim=64, max_sequence_length=32
+            ),
+            # A vocabulary divisible by 32 (50272). 8 heads divide every
+            # model axis (like the 32 of 1.3b and up); 4 fail on 8 only,
+            # like 125m's 12.
+            "vocab_32x_8_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=288,
+                hidden_dim=64,
+                intermediate_dim=128,
+                num_heads=8,
+                dropout=0.0,
+                max_sequence_length=16,
+            ),
+            "vocab_32x_4_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=288,
+                hidden_dim=32,
+                intermediate_dim=64,
+                num_heads=4,
+                dropout=0.1,
+                max_sequence_length=16,
+            ),
+        },
+        invisible_padding="right",
     ),
-    "GPTNeoXBackbone": (
+    "GPTNeoXBackbone": Enrolment(
         "keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone",
-        dict(_SMALL, num_heads=4, intermediate_dim=64, max_sequence_length=32),
+        {
+            "tiny": dict(
+                _SMALL, num_heads=4, intermediate_dim=64, max_sequence_length=32
+            ),
+            # Pythia: multi-head, 16 heads, a vocabulary divisible by 8.
+            "pythia_like": dict(
+                _ONE_BLOCK,
+                num_layers=2,
+                hidden_dim=64,
+                intermediate_dim=128,
+                num_heads=8,
+                rotary_percentage=0.25,
+            ),
+            # An odd vocabulary, fewer heads than the largest model axis,
+            # every feature rotated, non-default options.
+            "odd_vocab_4_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=257,
+                hidden_dim=32,
+                intermediate_dim=48,
+                num_heads=4,
+                rotary_percentage=1.0,
+                rotary_max_wavelength=500,
+                layer_norm_epsilon=1e-4,
+                max_sequence_length=64,
+                dropout=0.1,
+            ),
+        },
     ),
-    "BloomBackbone": (
+    "BloomBackbone": Enrolment(
         "keras_nlp.models.bloom.bloom_backbone",
-        dict(_SMALL, num_heads=4, intermediate_dim=64),
+        {
+            "tiny": dict(_SMALL, num_heads=4, intermediate_dim=64),
+            # The presets are multi-head (16 and 32 heads) with a
+            # vocabulary divisible by 1024.
+            "bloom_like": dict(
+                _ONE_BLOCK,
+                num_layers=2,
+                hidden_dim=64,
+                intermediate_dim=128,
+                num_heads=8,
+            ),
+            # An odd vocabulary and 6 heads, which no model axis above 2
+            # divides; non-default options.
+            "odd_vocab_6_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=257,
+                hidden_dim=48,
+                intermediate_dim=64,
+                num_heads=6,
+                layer_norm_epsilon=1e-4,
+                dropout=0.1,
+            ),
+        },
     ),
-    "FalconBackbone": (
+    "FalconBackbone": Enrolment(
         "keras_nlp.models.falcon.falcon_backbone",
-        dict(_SMALL, num_attention_heads=4, intermediate_dim=64),
+        {
+            "tiny": dict(_SMALL, num_attention_heads=4, intermediate_dim=64),
+            # falcon_refinedweb_1b_en: multi-head, a vocabulary divisible
+            # by 128.
+            "falcon_like": dict(
+                _ONE_BLOCK,
+                num_layers=2,
+                hidden_dim=64,
+                intermediate_dim=128,
+                num_attention_heads=8,
+            ),
+            # An odd vocabulary and 6 heads, which no model axis above 2
+            # divides; non-default options.
+            "odd_vocab_6_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=257,
+                hidden_dim=48,
+                intermediate_dim=64,
+                num_attention_heads=6,
+                layer_norm_epsilon=1e-4,
+                attention_dropout_rate=0.1,
+                feedforward_dropout_rate=0.2,
+            ),
+        },
     ),
 }
 
 
 def backbone_class(name):
-    module, _ = TINY_CONFIGS[name]
-    return getattr(importlib.import_module(module), name)
+    return getattr(importlib.import_module(TINY_CONFIGS[name].module), name)
 
 
-def tiny(name):
-    """`(backbone class, tiny config)` for a class name."""
-    return backbone_class(name), dict(TINY_CONFIGS[name][1])
+def tiny(name, config_name="tiny"):
+    """`(backbone class, a copy of its tiny config)` for a class name."""
+    config = TINY_CONFIGS[name].configs[config_name]
+    return backbone_class(name), dict(config)
+
+
+def tiny_configs(name):
+    """Config name -> a copy of each tiny config of the class `name`."""
+    return {key: dict(c) for key, c in TINY_CONFIGS[name].configs.items()}
+
+
+def all_tiny_configs():
+    """`(class name, config name)` of every tiny config of every class."""
+    return [
+        (name, config_name)
+        for name in sorted(TINY_CONFIGS)
+        for config_name in TINY_CONFIGS[name].configs
+    ]

@@ -1,0 +1,465 @@
+"""The checks every enrolled backbone passes, for each of its tiny configs.
+
+Parametrized over `tests/models/tiny_configs.py` (class x tiny config) and
+one list of meshes, so that enrolling a class there runs it through all of:
+
+1. paths and shapes equal keras-hub's checkpoints (golden, per preset);
+2. config round trip (JSON-serializable, same config, weights, outputs);
+3. output shape, and bfloat16 (its first config: a dtype recompiles all);
+4. the plan equals every real variable's sharding, on `BUILD_MESHES`;
+5. the sharded output equals the unsharded one, on `OUTPUT_MESHES`;
+6. LoRA under a mesh: adapters laid out like their kernels, only they
+   train, and the output is unchanged while B is zero;
+7. preset round trips (its first config): unsharded, and saved on one mesh
+   (or none) then loaded on another (or none);
+8. for decoders: causality, and padding on the invisible side.
+
+Built models are cached per module: one unsharded reference (its weights,
+inputs and outputs) per config, one sharded build per config and mesh.
+Each new sharded forward pass compiles (~1 s on 2 cores, see `forward`), so
+outputs are compared on two meshes only: the pure model-parallel one (most
+fallbacks) and a mixed one; the third build mesh checks layouts.
+"""
+
+import dataclasses
+import functools
+import json
+import pathlib
+
+import keras
+import numpy as np
+import pytest
+
+from keras_nlp.models import Backbone
+from tests.models.backbone_checks import make_mesh
+from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import spec_of
+from tests.models.tiny_configs import DECODER
+from tests.models.tiny_configs import TINY_CONFIGS
+from tests.models.tiny_configs import all_tiny_configs
+from tests.models.tiny_configs import backbone_class
+from tests.models.tiny_configs import tiny
+
+# (batch, model) meshes: every build is checked against its plan on each;
+# outputs are compared on the first two.
+BUILD_MESHES = [(1, 8), (2, 4), (4, 2)]
+OUTPUT_MESHES = BUILD_MESHES[:2]
+LORA_MESH = (2, 4)
+# Save on the first mesh (None: unsharded), load on the second.
+PRESET_MESH_PAIRS = [(None, (1, 8)), ((1, 8), (2, 4)), ((2, 4), None)]
+ATOL = 1e-5
+
+CASES = all_tiny_configs()
+# Saving and loading do not depend on the shapes: one config per class.
+PRESET_CASES = [(name, "tiny") for name in sorted(TINY_CONFIGS)]
+DECODER_CASES = [c for c in CASES if TINY_CONFIGS[c[0]].kind == DECODER]
+GOLDEN = json.loads(
+    (
+        pathlib.Path(__file__).parent / "golden" / "checkpoint_shapes.json"
+    ).read_text()
+)["presets"]
+
+multi_device = pytest.mark.multi_device
+
+
+def case_id(case):
+    return "-".join(str(part) for part in case)
+
+
+def numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+_COMPILED = {}
+
+
+def forward(backbone, inputs):
+    """`backbone(inputs)` as NumPy; call it in the backbone's scope.
+
+    On JAX the forward pass runs as one compiled program, as `predict`
+    runs it (`stateless_call` under `jax.jit`, kept per backbone): an eager
+    call compiles each op on its first shapes and shardings, about three
+    times slower on these tiny models.
+    """
+    if keras.backend.backend() != "jax":
+        return numpy(backbone(inputs))
+    import jax
+
+    if id(backbone) not in _COMPILED:
+        _COMPILED[id(backbone)] = (
+            backbone,
+            jax.jit(lambda t, n, x: backbone.stateless_call(t, n, x)[0]),
+        )
+    _, compiled = _COMPILED[id(backbone)]
+    return numpy(
+        compiled(
+            [v.value for v in backbone.trainable_variables],
+            [v.value for v in backbone.non_trainable_variables],
+            inputs,
+        )
+    )
+
+
+def weights_by_path(backbone):
+    return {v.path: numpy(v.value) for v in backbone.weights}
+
+
+def assert_same_weights(actual, expected):
+    """Equal paths and values; `expected` is a `weights_by_path` dict."""
+    actual = weights_by_path(actual)
+    assert sorted(actual) == sorted(expected)
+    for path, value in expected.items():
+        np.testing.assert_array_equal(actual[path], value, err_msg=path)
+
+
+def assert_follows_plan(backbone, mesh_shape):
+    """Every variable's sharding is its planned spec, shards sized to it."""
+    plan = backbone.layout_plan
+    assert plan is not None
+    assert plan.mesh.shape == tuple(mesh_shape)
+    variables = {v.path: v for v in backbone.weights}
+    assert {p: spec_of(v) for p, v in variables.items()} == {
+        w.path: w.spec for w in plan.weights
+    }
+    for weight in plan.weights:
+        shard = variables[weight.path].value.addressable_shards[0].data
+        assert tuple(shard.shape) == weight.shard_shape, weight.path
+    return plan
+
+
+def real_tokens(inputs):
+    return np.asarray(inputs["padding_mask"]).astype(bool)
+
+
+@dataclasses.dataclass
+class Reference:
+    """An unsharded backbone with random weights, its inputs and outputs."""
+
+    backbone_cls: type
+    config: dict
+    backbone: Backbone
+    weights: dict
+    inputs: dict
+    outputs: np.ndarray
+
+
+@functools.cache
+def reference(name, config_name):
+    backbone_cls, config = tiny(name, config_name)
+    backbone = backbone_cls(**config)
+    # Constant-initialized weights (norm scales, biases) get random values
+    # too, so that a swapped or dropped one changes the outputs.
+    rng = np.random.default_rng(0)
+    for variable in backbone.weights:
+        value = numpy(variable.value)
+        if np.all(value == value.flat[0]):
+            variable.assign(
+                rng.normal(0.0, 0.5, value.shape).astype(value.dtype)
+            )
+    inputs = random_inputs(config["vocabulary_size"])
+    return Reference(
+        backbone_cls,
+        config,
+        backbone,
+        weights_by_path(backbone),
+        inputs,
+        forward(backbone, inputs),
+    )
+
+
+def distribution_for(backbone_cls, mesh_shape):
+    return keras.distribution.ModelParallel(
+        layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
+        batch_dim_name="batch",
+    )
+
+
+@functools.cache
+def sharded(name, config_name, mesh_shape):
+    """`(backbone, distribution)`: the reference's weights on a mesh."""
+    ref = reference(name, config_name)
+    distribution = distribution_for(ref.backbone_cls, mesh_shape)
+    with distribution.scope():
+        backbone = ref.backbone_cls(**ref.config)
+    backbone.set_weights(ref.backbone.get_weights())
+    return backbone, distribution
+
+
+@pytest.fixture(scope="module")
+def presets(tmp_path_factory):
+    """Preset directories saved once per config and source mesh."""
+
+    @functools.cache
+    def save(name, config_name, mesh_shape):
+        path = tmp_path_factory.mktemp(f"{name}_{config_name}_{mesh_shape}")
+        if mesh_shape is None:
+            reference(name, config_name).backbone.save_to_preset(str(path))
+        else:
+            backbone, _ = sharded(name, config_name, mesh_shape)
+            # Sharded files too: every tensor in a file of its own, or
+            # nearly.
+            backbone.save_to_preset(str(path), max_shard_size=0.00001)
+        return path
+
+    return save
+
+
+# === Enrolment ===
+
+
+def test_every_exported_backbone_is_enrolled():
+    import keras_nlp.models
+
+    exported = {
+        name
+        for name in keras_nlp.models.__all__
+        if name.endswith("Backbone") and name != "Backbone"
+    }
+    assert exported == set(TINY_CONFIGS)
+    for name, enrolment in TINY_CONFIGS.items():
+        assert next(iter(enrolment.configs)) == "tiny", name
+        assert enrolment.invisible_padding in ("left", "right"), name
+
+
+# === 1. Paths and shapes of keras-hub's checkpoints ===
+
+
+@pytest.mark.parametrize("preset", sorted(GOLDEN))
+def test_paths_and_shapes_equal_the_keras_hub_checkpoint(preset):
+    golden = GOLDEN[preset]
+    backbone_cls = backbone_class(golden["class"])
+    if preset in backbone_cls.presets:
+        config = dict(backbone_cls.presets[preset])
+        # Our preset agrees with keras-hub's on every argument it names.
+        assert {k: config.get(k) for k in golden["config"]} == golden["config"]
+    else:
+        # A config keras-hub has without a preset of ours (e.g. untied).
+        config = dict(golden["config"])
+    plan = backbone_cls.plan_layout(
+        {"batch": 1, "model": 1}, config=dict(config, num_layers=1)
+    )
+    shapes = {w.path: list(w.shape) for w in plan.weights}
+    assert len(shapes) == len(plan.weights)  # no duplicate paths
+    assert shapes == golden["shapes"]
+
+
+# === 2-3. Config round trip, output shape and bfloat16 ===
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_config_round_trip(case):
+    ref = reference(*case)
+    config = ref.backbone.get_config()
+    for key, value in ref.config.items():
+        assert config[key] == value, key
+    for key in ("name", "trainable", "dtype"):
+        assert key in config
+    # Plain JSON values only: a preset's config.json holds exactly this.
+    restored = json.loads(json.dumps(config))
+    clone = ref.backbone_cls.from_config(restored)
+    assert clone.get_config() == config
+    assert [(v.path, tuple(v.shape)) for v in clone.weights] == [
+        (v.path, tuple(v.shape)) for v in ref.backbone.weights
+    ]
+    clone.set_weights(ref.backbone.get_weights())
+    np.testing.assert_array_equal(forward(clone, ref.inputs), ref.outputs)
+
+
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_output_shape(case):
+    ref = reference(*case)
+    batch, length = ref.inputs["token_ids"].shape
+    assert ref.outputs.shape == (batch, length, ref.config["hidden_dim"])
+    assert set(ref.backbone.input) == {"token_ids", "padding_mask"}
+    assert np.all(np.isfinite(ref.outputs))
+
+
+# Each dtype compiles every op again: one config per class.
+@pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
+def test_bfloat16_weights_and_outputs(name):
+    ref = reference(name, "tiny")
+    backbone = ref.backbone_cls(**ref.config, dtype="bfloat16")
+    assert {
+        keras.backend.standardize_dtype(v.dtype) for v in backbone.weights
+    } == {"bfloat16"}
+    outputs = forward(backbone, ref.inputs)
+    assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
+    assert np.all(np.isfinite(outputs.astype("float32")))
+
+
+# === 4-5. Sharded builds follow their plan and give the same outputs ===
+
+
+@multi_device
+@pytest.mark.parametrize("mesh_shape", BUILD_MESHES, ids=str)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_sharded_build_follows_its_plan(case, mesh_shape):
+    backbone, distribution = sharded(*case, mesh_shape)
+    plan = assert_follows_plan(backbone, mesh_shape)
+    # The plan the class's map bound to is the one the backbone carries.
+    assert plan is distribution._layout_map.plan
+    assert plan.backbone == case[0]
+    assert_same_weights(backbone, reference(*case).weights)
+
+
+@multi_device
+@pytest.mark.parametrize("mesh_shape", OUTPUT_MESHES, ids=str)
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_sharded_output_equals_unsharded(case, mesh_shape):
+    backbone, distribution = sharded(*case, mesh_shape)
+    ref = reference(*case)
+    with distribution.scope():
+        outputs = forward(backbone, ref.inputs)
+    # Same weights; a sharded forward pass only reorders float sums.
+    np.testing.assert_allclose(outputs, ref.outputs, atol=ATOL, rtol=ATOL)
+
+
+# === 6. LoRA under a mesh ===
+
+
+@multi_device
+@pytest.mark.parametrize("case", CASES, ids=case_id)
+def test_lora_under_a_mesh(case):
+    ref = reference(*case)
+    distribution = distribution_for(ref.backbone_cls, LORA_MESH)
+    with distribution.scope():
+        backbone = ref.backbone_cls(**ref.config)
+        backbone.set_weights(ref.backbone.get_weights())
+        backbone.enable_lora(4)
+    plan = assert_follows_plan(backbone, LORA_MESH)
+    adapters = {w.path: w for w in plan.weights if "/lora_kernel_" in w.path}
+    assert set(adapters) == {v.path for v in backbone.trainable_weights}
+    # Two adapters on every layer of each targeted name, in every block.
+    targets = {path.rsplit("/", 1)[0] for path in adapters}
+    assert {t.rsplit("/", 1)[1] for t in targets} == set(
+        backbone.lora_target_names
+    )
+    assert len(adapters) == 2 * len(targets)
+    assert len(targets) == ref.config["num_layers"] * len(
+        backbone.lora_target_names
+    )
+    # A (..., rank) shares the kernel's input dims' layout; B (rank, out)
+    # its output dim's.
+    for target in targets:
+        kernel = plan.weight(target + "/kernel").spec
+        assert adapters[target + "/lora_kernel_a"].spec == kernel[:-1] + (None,)
+        assert adapters[target + "/lora_kernel_b"].spec == (None, kernel[-1])
+    variables = {v.path: v for v in backbone.weights}
+    for path in adapters:
+        if path.endswith("_b"):
+            assert not np.any(numpy(variables[path].value)), path
+    with distribution.scope():
+        outputs = forward(backbone, ref.inputs)
+    np.testing.assert_allclose(outputs, ref.outputs, atol=ATOL, rtol=ATOL)
+
+
+# === 7. Preset round trips ===
+
+
+@pytest.mark.parametrize("case", PRESET_CASES, ids=case_id)
+def test_preset_round_trip(case, presets):
+    name, _ = case
+    ref = reference(*case)
+    path = presets(*case, None)
+    assert sorted(p.name for p in path.iterdir()) == [
+        "config.json",
+        "metadata.json",
+        "model.weights.h5",
+    ]
+    saved = json.loads((path / "config.json").read_text())
+    assert saved["registered_name"] == f"keras_nlp>{name}"
+    metadata = json.loads((path / "metadata.json").read_text())
+    assert metadata["parameter_count"] == ref.backbone.count_params()
+
+    loaded = Backbone.from_preset(str(path))
+    assert type(loaded) is ref.backbone_cls
+    assert loaded.get_config() == ref.backbone.get_config()
+    assert_same_weights(loaded, ref.weights)
+    np.testing.assert_array_equal(forward(loaded, ref.inputs), ref.outputs)
+    # Keras's own `load_weights` reads the file by its h5 keys, so the keys
+    # are exactly the ones Keras (and keras-hub) write.
+    keras_loaded = ref.backbone_cls(**ref.config)
+    keras_loaded.load_weights(str(path / "model.weights.h5"))
+    assert_same_weights(keras_loaded, ref.weights)
+
+
+@multi_device
+@pytest.mark.parametrize(
+    "source_mesh, target_mesh",
+    PRESET_MESH_PAIRS,
+    ids=[f"{s}->{t}" for s, t in PRESET_MESH_PAIRS],
+)
+@pytest.mark.parametrize("case", PRESET_CASES, ids=case_id)
+def test_preset_saved_on_one_mesh_loads_on_another(
+    case, source_mesh, target_mesh, presets
+):
+    ref = reference(*case)
+    path = presets(*case, source_mesh)
+    if source_mesh is not None:
+        assert (path / "model.weights.json").exists()
+    if target_mesh is None:
+        loaded = Backbone.from_preset(str(path))
+        assert loaded.layout_plan is None
+        assert_same_weights(loaded, ref.weights)
+        np.testing.assert_array_equal(forward(loaded, ref.inputs), ref.outputs)
+        return
+    distribution = distribution_for(Backbone, target_mesh)
+    with distribution.scope():
+        loaded = Backbone.from_preset(str(path))
+    assert type(loaded) is ref.backbone_cls
+    assert_follows_plan(loaded, target_mesh)
+    assert_same_weights(loaded, ref.weights)
+    with distribution.scope():
+        outputs = forward(loaded, ref.inputs)
+    np.testing.assert_allclose(outputs, ref.outputs, atol=ATOL, rtol=ATOL)
+
+
+# === 8. Decoders: causality and padding ===
+
+
+@pytest.mark.parametrize("case", DECODER_CASES, ids=case_id)
+def test_a_later_token_does_not_change_earlier_outputs(case):
+    ref = reference(*case)
+    position = 8
+    changed = {k: v.copy() for k, v in ref.inputs.items()}
+    changed["token_ids"][:, position] = (
+        changed["token_ids"][:, position] % (ref.config["vocabulary_size"] - 1)
+    ) + 1
+    outputs = forward(ref.backbone, changed)
+    # Real tokens only: a padded query attends to no real key, so its
+    # output is undefined (some kernels average every value, later ones
+    # too).
+    earlier = real_tokens(ref.inputs)[:, :position]
+    np.testing.assert_allclose(
+        outputs[:, :position][earlier],
+        ref.outputs[:, :position][earlier],
+        atol=1e-6,
+        rtol=0,
+    )
+    for row in range(len(outputs)):
+        assert not np.allclose(
+            outputs[row, position], ref.outputs[row, position]
+        )
+
+
+@pytest.mark.parametrize("case", DECODER_CASES, ids=case_id)
+def test_padding_leaves_real_tokens_unchanged(case):
+    ref = reference(*case)
+    pad = 3
+    # Row 1's last tokens with padding on the side that must not show, in
+    # a batch of the reference's shape (its compiled ops are reused), and
+    # the same tokens with other real tokens after them in row 1.
+    tokens = ref.inputs["token_ids"][1, pad:]
+    padded = {k: v.copy() for k, v in ref.inputs.items()}
+    side = TINY_CONFIGS[case[0]].invisible_padding
+    real = slice(pad, None) if side == "left" else slice(None, -pad)
+    padded["token_ids"][0] = 0
+    padded["token_ids"][0, real] = tokens
+    padded["padding_mask"][0] = 0
+    padded["padding_mask"][0, real] = 1
+    padded["token_ids"][1, : len(tokens)] = tokens
+    padded["padding_mask"][1] = 1
+    outputs = forward(ref.backbone, padded)
+    np.testing.assert_allclose(
+        outputs[0, real], outputs[1, : len(tokens)], atol=ATOL, rtol=ATOL
+    )
