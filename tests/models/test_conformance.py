@@ -31,9 +31,11 @@ import numpy as np
 import pytest
 
 from keras_nlp.models import Backbone
+from tests.models.backbone_checks import assert_same_weights
 from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import random_inputs
 from tests.models.backbone_checks import spec_of
+from tests.models.backbone_checks import weights_by_path
 from tests.models.tiny_configs import DECODER
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import all_tiny_configs
@@ -98,18 +100,6 @@ def forward(backbone, inputs):
             inputs,
         )
     )
-
-
-def weights_by_path(backbone):
-    return {v.path: numpy(v.value) for v in backbone.weights}
-
-
-def assert_same_weights(actual, expected):
-    """Equal paths and values; `expected` is a `weights_by_path` dict."""
-    actual = weights_by_path(actual)
-    assert sorted(actual) == sorted(expected)
-    for path, value in expected.items():
-        np.testing.assert_array_equal(actual[path], value, err_msg=path)
 
 
 def assert_follows_plan(backbone, mesh_shape):

@@ -9,10 +9,10 @@ import pytest
 from keras_nlp import cli
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
+from tests.models.backbone_checks import assert_same_weights
 from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import randomized
 from tests.models.tiny_configs import tiny
-from tests.saving.test_preset_round_trip import assert_same_weights
-from tests.saving.test_preset_round_trip import randomized
 
 
 def test_lora_is_merged_into_a_plain_preset(tmp_path):

@@ -5,10 +5,6 @@ import pytest
 from keras import ops
 
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
-from tests.models.backbone_checks import assert_causal
-from tests.models.backbone_checks import assert_config_round_trip
-from tests.models.backbone_checks import assert_left_padding_is_invisible
-from tests.models.backbone_checks import assert_output_shape_and_bfloat16
 
 TINY = dict(
     vocabulary_size=64,
@@ -112,28 +108,6 @@ def test_preset_configs():
         intermediate_dim=32,
     )
     assert model.num_heads == 32
-
-
-def test_config_round_trip():
-    options = dict(dropout=0.1, layer_norm_epsilon=1e-4)
-    assert_config_round_trip(
-        BloomBackbone, {**TINY, **options}, INPUTS, name="my_bloom"
-    )
-
-
-def test_output_shape_and_dtype_policy():
-    assert_output_shape_and_bfloat16(BloomBackbone, TINY, INPUTS)
-
-
-def test_left_padding_does_not_change_real_tokens():
-    # ALiBi depends on the query-key distance only.
-    assert_left_padding_is_invisible(
-        BloomBackbone(**TINY), INPUTS, row=1, pad=2
-    )
-
-
-def test_causal():
-    assert_causal(BloomBackbone(**TINY), INPUTS)
 
 
 @pytest.mark.parametrize(

@@ -1,35 +1,20 @@
-"""BLOOM layouts: full-size preset plans and tiny sharded builds."""
+"""BLOOM layouts: full-size preset plans and tiny configs' fallbacks."""
 
 import pytest
 
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
 PRESETS = list(BloomBackbone.presets)
-# The presets are multi-head (16 and 32 heads) with a vocabulary divisible
-# by 1024. The first tiny config keeps that; the second has an odd
-# vocabulary and 6 heads, which no model axis above 2 divides.
-TINY = {
-    "bloom_like": dict(
-        vocabulary_size=256,
-        num_layers=2,
-        num_heads=8,
-        hidden_dim=64,
-        intermediate_dim=128,
-    ),
-    "odd_vocab_6_heads": dict(
-        vocabulary_size=257,
-        num_layers=1,
-        num_heads=6,
-        hidden_dim=48,
-        intermediate_dim=64,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py; "odd_vocab_6_heads" has 6 heads,
+# which no model axis above 2 divides, and an odd vocabulary.
+TINY = tiny_configs("BloomBackbone")
 ATTENTION = "transformer_layer_0/self_attention/"
 
 
@@ -108,9 +93,3 @@ def test_six_heads_fall_back_whole_on_a_model_axis_of_four():
     assert embedding.spec == ("batch", "model")
     assert embedding.decision == "alternative"
     assert len(plan.fallbacks) == 6
-
-
-@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_sharded_build_matches_plan(name, mesh_shape):
-    assert_sharded_build_matches_plan(BloomBackbone, TINY[name], mesh_shape)

@@ -5,10 +5,6 @@ import pytest
 from keras import ops
 
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
-from tests.models.backbone_checks import assert_causal
-from tests.models.backbone_checks import assert_config_round_trip
-from tests.models.backbone_checks import assert_left_padding_is_invisible
-from tests.models.backbone_checks import assert_output_shape_and_bfloat16
 
 TINY = dict(
     vocabulary_size=64,
@@ -86,32 +82,6 @@ def test_preset_configs():
     )
     assert model.num_attention_heads == 32
     assert model.layer_norm_epsilon == 1e-5
-
-
-def test_config_round_trip():
-    options = dict(
-        layer_norm_epsilon=1e-4,
-        attention_dropout_rate=0.1,
-        feedforward_dropout_rate=0.2,
-    )
-    assert_config_round_trip(
-        FalconBackbone, {**TINY, **options}, INPUTS, name="my_falcon"
-    )
-
-
-def test_output_shape_and_dtype_policy():
-    assert_output_shape_and_bfloat16(FalconBackbone, TINY, INPUTS)
-
-
-def test_left_padding_does_not_change_real_tokens():
-    # ALiBi depends on the query-key distance only.
-    assert_left_padding_is_invisible(
-        FalconBackbone(**TINY), INPUTS, row=1, pad=2
-    )
-
-
-def test_causal():
-    assert_causal(FalconBackbone(**TINY), INPUTS)
 
 
 @pytest.mark.parametrize(

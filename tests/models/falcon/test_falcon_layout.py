@@ -1,35 +1,20 @@
-"""Falcon layouts: the full-size preset plan and tiny sharded builds."""
+"""Falcon layouts: the full-size preset plan and a tiny config's fallbacks."""
 
 import pytest
 
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
 PRESET = "falcon_refinedweb_1b_en"
-# The preset is multi-head (32 heads) with a vocabulary divisible by 128.
-# The first tiny config keeps that; the second has an odd vocabulary and 6
-# heads, which no model axis above 2 divides.
-TINY = {
-    "falcon_like": dict(
-        vocabulary_size=256,
-        num_layers=2,
-        num_attention_heads=8,
-        hidden_dim=64,
-        intermediate_dim=128,
-    ),
-    "odd_vocab_6_heads": dict(
-        vocabulary_size=257,
-        num_layers=1,
-        num_attention_heads=6,
-        hidden_dim=48,
-        intermediate_dim=64,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py; "odd_vocab_6_heads" has 6 heads,
+# which no model axis above 2 divides, and an odd vocabulary.
+TINY = tiny_configs("FalconBackbone")
 ATTENTION = "transformer_layer_0/attention/"
 
 
@@ -101,9 +86,3 @@ def test_six_heads_fall_back_whole_on_a_model_axis_of_eight():
     embedding = plan.weight("token_embedding/embeddings")
     assert embedding.spec == ("batch", "model")
     assert embedding.shard_shape == (257, 6)
-
-
-@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_sharded_build_matches_plan(name, mesh_shape):
-    assert_sharded_build_matches_plan(FalconBackbone, TINY[name], mesh_shape)

@@ -155,26 +155,12 @@ def test_without_sliding_window_every_layer_is_global():
         assert block.attention.rope_scaling_factor == 4.0
 
 
-@pytest.mark.parametrize(
-    "options", [{}, GEMMA3_OPTIONS], ids=["defaults", "gemma3"]
-)
-def test_config_round_trip(options):
-    model = Gemma3Backbone(**TINY, **options, name="my_gemma3")
-    config = model.get_config()
-    for key, value in {**TINY, **options}.items():
-        assert config[key] == value
-    assert config["name"] == "my_gemma3"
+def test_config_names_keras_hubs_text_only_arguments():
+    # The generic round trip is in tests/models/test_conformance.py; these
+    # keras-hub arguments are in every config, with their text-only values.
+    config = Gemma3Backbone(**TINY).get_config()
     assert config["vision_encoder"] is None
     assert config["is_embedding_model"] is False
-
-    clone = Gemma3Backbone.from_config(config)
-    assert clone.get_config() == config
-    source = {v.path: v for v in model.weights}
-    for variable in clone.weights:
-        variable.assign(ops.convert_to_numpy(source[variable.path].value))
-    np.testing.assert_array_equal(
-        ops.convert_to_numpy(clone(INPUTS)), ops.convert_to_numpy(model(INPUTS))
-    )
 
 
 def test_configs_are_interchangeable_with_keras_hub():
@@ -188,22 +174,6 @@ def test_configs_are_interchangeable_with_keras_hub():
     assert back.get_config()["image_size"] is None
     for key in ("local_rope_scaling_factor", "global_rope_scaling_factor"):
         assert back.get_config()[key] == GEMMA3_OPTIONS[key]
-
-
-def test_output_shape_and_dtype_policy():
-    model = Gemma3Backbone(**TINY)
-    out = model(INPUTS)
-    assert tuple(out.shape) == (2, 5, 32)
-    assert set(model.input) == {"token_ids", "padding_mask"}
-
-    model = Gemma3Backbone(**TINY, **GEMMA3_OPTIONS, dtype="bfloat16")
-    out = model(INPUTS)
-    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
-    assert all(
-        keras.backend.standardize_dtype(v.dtype) == "bfloat16"
-        for v in model.weights
-    )
-    assert np.all(np.isfinite(ops.convert_to_numpy(ops.cast(out, "float32"))))
 
 
 def test_bidirectional_attention_sees_later_tokens():
@@ -326,20 +296,3 @@ def test_docstring_example_runs(documented):
     exec(compile(code, documented.__name__, "exec"), namespace)
     result = namespace.get("hidden_states", namespace.get("outputs"))
     assert result is not None and len(result.shape) == 3
-
-
-def test_lora_adapts_query_and_value_of_every_block():
-    model = Gemma3Backbone(**TINY, **GEMMA3_OPTIONS)
-    before = ops.convert_to_numpy(model(INPUTS))
-    model.enable_lora(2)
-    trainable = sorted(v.path for v in model.trainable_weights)
-    assert trainable == sorted(
-        f"decoder_block_{i}/attention/{kind}/lora_kernel_{ab}"
-        for i in range(2)
-        for kind in ("query", "value")
-        for ab in "ab"
-    )
-    # Adapters start at zero: the output is unchanged.
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(model(INPUTS)), before, atol=1e-6
-    )

@@ -1,53 +1,20 @@
-"""Gemma3Backbone plans for every preset and sharded tiny builds."""
+"""Gemma3Backbone plans for every preset and a tiny config's embedding."""
 
 import pytest
 
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
-_TINY = dict(
-    vocabulary_size=256,
-    image_size=None,
-    num_layers=1,
-    hidden_dim=64,
-    intermediate_dim=128,
-    use_query_key_norm=True,
-    use_post_ffw_norm=True,
-    use_post_attention_norm=True,
-    use_sliding_window_attention=True,
-    sliding_window_size=4,
-)
-# Tiny configs with the presets' query:key/value head ratios. The presets'
-# vocabulary (2^18) divides every mesh axis; one config has an odd one.
-TINY = {
-    # gemma3_270m, gemma3_1b: 4:1 multi-query.
-    "mqa_4_1": dict(
-        _TINY, num_query_heads=4, num_key_value_heads=1, head_dim=16
-    ),
-    # gemma3_4b_text: 8:4, with an odd (prime) vocabulary, so the embedding
-    # takes its (DATA, MODEL) alternative or falls back.
-    "gqa_8_4_odd_vocab": dict(
-        _TINY,
-        vocabulary_size=251,
-        num_query_heads=8,
-        num_key_value_heads=4,
-        head_dim=16,
-    ),
-    # gemma3_27b_text (and gemma3_12b_text, 16:8, whose heads divide the
-    # same mesh axes): 32:16, queries scaled by hidden / heads.
-    "gqa_32_16": dict(
-        _TINY,
-        num_query_heads=32,
-        num_key_value_heads=16,
-        head_dim=4,
-        query_head_dim_normalize=False,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py), with the presets' head
+# ratios, are sharded on every mesh by tests/models/test_conformance.py;
+# "gqa_8_4_odd_vocab" has an odd (prime) vocabulary, so the embedding takes
+# its (DATA, MODEL) alternative or falls back.
+TINY = tiny_configs("Gemma3Backbone")
 
 
 def attention_paths(num_layers, kinds):
@@ -150,9 +117,3 @@ def test_odd_vocabulary_embedding(mesh_shape, spec):
         mesh_dict(mesh_shape), config=TINY["gqa_8_4_odd_vocab"]
     )
     assert plan.weight("token_embedding/embeddings").spec == spec
-
-
-@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_sharded_build_matches_plan(name, mesh_shape):
-    assert_sharded_build_matches_plan(Gemma3Backbone, TINY[name], mesh_shape)

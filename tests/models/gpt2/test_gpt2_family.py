@@ -13,8 +13,6 @@ from keras import ops
 
 from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
-from tests.models.backbone_checks import assert_config_round_trip
-from tests.models.backbone_checks import assert_output_shape_and_bfloat16
 
 TINY = dict(
     vocabulary_size=97,
@@ -104,12 +102,6 @@ def test_variable_paths_and_shapes(family):
     assert model.count_params() == full_params(97, 16, 2, 32, 48)
 
 
-@pytest.mark.parametrize("dropout", [0.0, 0.1])
-def test_config_round_trip(family, dropout):
-    options = dict(TINY, dropout=dropout, max_sequence_length=24)
-    assert_config_round_trip(family.backbone_cls, options, INPUTS)
-
-
 def test_defaults_are_keras_hubs(family):
     model = family.backbone_cls(
         vocabulary_size=10,
@@ -120,10 +112,6 @@ def test_defaults_are_keras_hubs(family):
     )
     assert model.dropout == 0.1
     assert model.max_sequence_length == family.default_max_sequence_length
-
-
-def test_output_shape_and_dtype_policy(family):
-    assert_output_shape_and_bfloat16(family.backbone_cls, TINY, INPUTS)
 
 
 def test_tied_logits(family):
@@ -151,31 +139,6 @@ def test_initial_weights_differ_between_kernels(family):
     for kernel in kernels:
         low, high = family.kernel_std
         assert low < kernel.std() < high
-
-
-def test_causal_and_right_padding(family):
-    model = family.backbone_cls(**TINY)
-    before = ops.convert_to_numpy(model(INPUTS))
-    changed = {k: v.copy() for k, v in INPUTS.items()}
-    changed["token_ids"][:, -1] = 11
-    after = ops.convert_to_numpy(model(changed))
-    earlier = REAL.copy()
-    earlier[:, -1] = False
-    np.testing.assert_array_equal(before[earlier], after[earlier])
-    assert not np.allclose(before[:, -1], after[:, -1])
-
-    # Right padding is invisible to the real tokens before it: positions
-    # count from the first token, and padded keys are masked.
-    padded = {
-        "token_ids": np.array([[5, 9, 2, 0, 0]], "int32"),
-        "padding_mask": np.array([[1, 1, 1, 0, 0]], "int32"),
-    }
-    short = {k: v[:, :3] for k, v in padded.items()}
-    np.testing.assert_allclose(
-        ops.convert_to_numpy(model(padded))[:, :3],
-        ops.convert_to_numpy(model(short)),
-        atol=1e-6,
-    )
 
 
 def test_positions_count_from_the_first_token(family):

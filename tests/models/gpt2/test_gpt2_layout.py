@@ -1,39 +1,23 @@
-"""GPT-2 layouts: full-size preset plans and tiny sharded builds."""
+"""GPT-2 layouts: full-size preset plans and tiny configs' fallbacks."""
 
 import pytest
 
 from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
 PRESETS = list(GPT2Backbone.presets)
-# Multi-head attention throughout, with GPT-2's odd vocabulary. 8 heads
-# divide every model axis (like medium's 16); 5 divide none (like extra
-# large's 25; base's 12 and large's 20 fail only on 8).
-TINY = {
-    "odd_vocab_8_heads": dict(
-        vocabulary_size=257,
-        num_layers=1,
-        num_heads=8,
-        hidden_dim=64,
-        intermediate_dim=128,
-        dropout=0.0,
-        max_sequence_length=16,
-    ),
-    "odd_vocab_5_heads": dict(
-        vocabulary_size=257,
-        num_layers=1,
-        num_heads=5,
-        hidden_dim=40,
-        intermediate_dim=64,
-        dropout=0.1,
-        max_sequence_length=16,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py. Multi-head attention throughout, with
+# GPT-2's odd vocabulary: 8 heads divide every model axis (like medium's
+# 16); 5 divide none (like extra large's 25; base's 12 and large's 20 fail
+# only on 8).
+TINY = tiny_configs("GPT2Backbone")
+HEAD_CONFIGS = ["odd_vocab_8_heads", "odd_vocab_5_heads"]
 BLOCK = "transformer_layer_3/"
 ATTENTION = BLOCK + "self_attention/"
 
@@ -118,11 +102,9 @@ def test_medium_exact_specs():
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_sharded_build_matches_plan(name, mesh_shape):
-    plan = assert_sharded_build_matches_plan(
-        GPT2Backbone, TINY[name], mesh_shape
-    )
+@pytest.mark.parametrize("name", HEAD_CONFIGS)
+def test_tiny_configs_fall_back_only_on_atomic_heads(name, mesh_shape):
+    plan = GPT2Backbone.plan_layout(mesh_dict(mesh_shape), config=TINY[name])
     if TINY[name]["num_heads"] == 5 and mesh_shape[1] > 1:
         assert plan.fallbacks
         assert all("heads, size 5)" in w.reason for w in plan.fallbacks)

@@ -5,9 +5,6 @@ from keras import ops
 from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
-from tests.models.backbone_checks import assert_config_round_trip
-from tests.models.backbone_checks import assert_left_padding_is_invisible
-from tests.models.backbone_checks import assert_output_shape_and_bfloat16
 
 TINY = dict(
     vocabulary_size=64,
@@ -117,46 +114,6 @@ def test_preset_configs():
     )
     assert model.num_heads == 16
     assert model.max_sequence_length == 2048
-
-
-@pytest.mark.parametrize("rotary_percentage", [0.0, 0.25, 1.0])
-def test_config_round_trip(rotary_percentage):
-    options = dict(
-        rotary_percentage=rotary_percentage,
-        rotary_max_wavelength=500,
-        layer_norm_epsilon=1e-4,
-        max_sequence_length=64,
-        dropout=0.1,
-    )
-    assert_config_round_trip(
-        GPTNeoXBackbone, {**TINY, **options}, INPUTS, name="my_neox"
-    )
-
-
-def test_output_shape_and_dtype_policy():
-    assert_output_shape_and_bfloat16(GPTNeoXBackbone, TINY, INPUTS)
-
-
-def test_left_padding_does_not_change_real_tokens():
-    # RoPE only sees relative positions in the attention scores.
-    assert_left_padding_is_invisible(
-        GPTNeoXBackbone(**TINY), INPUTS, row=1, pad=2
-    )
-
-
-def test_causal():
-    model = GPTNeoXBackbone(**TINY)
-    changed = {k: v.copy() for k, v in INPUTS.items()}
-    changed["token_ids"][:, -1] = 11
-    before = ops.convert_to_numpy(model(INPUTS))
-    after = ops.convert_to_numpy(model(changed))
-    # Padded positions attend to no key and average every value, future
-    # ones included; real tokens only see the past.
-    real = INPUTS["padding_mask"][:, :-1].astype(bool)
-    np.testing.assert_allclose(
-        before[:, :-1][real], after[:, :-1][real], atol=1e-6
-    )
-    assert not np.allclose(before[:, -1], after[:, -1])
 
 
 @pytest.mark.parametrize(

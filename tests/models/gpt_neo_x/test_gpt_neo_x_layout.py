@@ -1,37 +1,20 @@
-"""GPT-NeoX layouts: full-size preset plans and tiny sharded builds."""
+"""GPT-NeoX layouts: full-size preset plans and a tiny config's fallbacks."""
 
 import pytest
 
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
 PRESETS = list(GPTNeoXBackbone.presets)
-# Pythia is multi-head (every head has its own key/value) with 16 heads and
-# a vocabulary divisible by 8; the second config has an odd vocabulary and
-# fewer heads than the largest model axis.
-TINY = {
-    "pythia_like": dict(
-        vocabulary_size=256,
-        num_layers=2,
-        num_heads=8,
-        hidden_dim=64,
-        intermediate_dim=128,
-        rotary_percentage=0.25,
-    ),
-    "odd_vocab_4_heads": dict(
-        vocabulary_size=257,
-        num_layers=1,
-        num_heads=4,
-        hidden_dim=32,
-        intermediate_dim=48,
-        rotary_percentage=1.0,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py; "odd_vocab_4_heads" has an odd
+# vocabulary and fewer heads than the largest model axis.
+TINY = tiny_configs("GPTNeoXBackbone")
 QKV = "transformer_layer_0/self_attention/query_key_value"
 
 
@@ -122,9 +105,3 @@ def test_heads_that_do_not_divide_fall_back_whole():
     assert embedding.spec == ("batch", "model")
     assert embedding.decision == "alternative"
     assert {w.path for w in plan.fallbacks} == {f"{QKV}/kernel", f"{QKV}/bias"}
-
-
-@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_sharded_build_matches_plan(name, mesh_shape):
-    assert_sharded_build_matches_plan(GPTNeoXBackbone, TINY[name], mesh_shape)

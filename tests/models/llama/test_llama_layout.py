@@ -1,4 +1,8 @@
-"""Llama and Llama 3 plans for every preset and sharded tiny builds."""
+"""Llama and Llama 3 plans for every preset.
+
+The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+by tests/models/test_conformance.py.
+"""
 
 import pytest
 
@@ -6,7 +10,6 @@ from keras_nlp.models.llama.llama_backbone import LlamaBackbone
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
 
 pytestmark = pytest.mark.multi_device
@@ -14,31 +17,6 @@ pytestmark = pytest.mark.multi_device
 PRESETS = [(LlamaBackbone, p) for p in LlamaBackbone.presets] + [
     (Llama3Backbone, p) for p in Llama3Backbone.presets
 ]
-
-_TINY = dict(vocabulary_size=256, num_layers=1, intermediate_dim=128)
-TINY = {
-    # llama2_7b_en: 32:32 multi-head, untied.
-    "mha_32_32": (
-        LlamaBackbone,
-        dict(_TINY, num_query_heads=32, num_key_value_heads=32, hidden_dim=128),
-    ),
-    # llama3_8b_en / llama3.2_1b: 32:8, 4 query heads per KV head.
-    "gqa_32_8": (
-        Llama3Backbone,
-        dict(_TINY, num_query_heads=32, num_key_value_heads=8, hidden_dim=128),
-    ),
-    # llama3.2_3b: 24:8 (3 per KV head), tied.
-    "gqa_24_8_tied": (
-        Llama3Backbone,
-        dict(
-            _TINY,
-            num_query_heads=24,
-            num_key_value_heads=8,
-            hidden_dim=96,
-            tie_word_embeddings=True,
-        ),
-    ),
-}
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
@@ -88,14 +66,3 @@ def test_kv_heads_that_do_not_divide_are_replicated_with_a_reason():
     )
     query = plan.weight("transformer_layer_0/self_attention/query/kernel")
     assert query.spec == ("batch", "model", None)
-
-
-@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_tiny_configs_shard_as_planned(name, mesh_shape):
-    backbone_cls, config = TINY[name]
-    plan = assert_sharded_build_matches_plan(backbone_cls, config, mesh_shape)
-    tied = config.get("tie_word_embeddings", False)
-    assert (
-        "token_embedding/reverse_embeddings" in {w.path for w in plan.weights}
-    ) == (not tied)

@@ -1,42 +1,22 @@
-"""Mistral plans for every preset and sharded tiny builds."""
+"""Mistral plans for every preset and tiny configs' key/value heads."""
 
 import pytest
 
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
 PRESETS = list(MistralBackbone.presets)
 # Both presets have 32 query and 8 key/value heads (4 per KV head) and a
-# vocabulary divisible by 256 (32000, 32768).
-TINY = {
-    # The presets' head counts, 4-dim heads, a window shorter than the
-    # 12-token test inputs.
-    "gqa_32_8_window_3": dict(
-        vocabulary_size=256,
-        num_layers=1,
-        num_query_heads=32,
-        num_key_value_heads=8,
-        hidden_dim=128,
-        intermediate_dim=128,
-        sliding_window=3,
-    ),
-    # The same 4:1 ratio with 2 key/value heads, which the model axes 4
-    # and 8 do not divide; no window (v0.3).
-    "gqa_8_2_no_window": dict(
-        vocabulary_size=256,
-        num_layers=1,
-        num_query_heads=8,
-        num_key_value_heads=2,
-        hidden_dim=64,
-        intermediate_dim=96,
-        sliding_window=None,
-    ),
-}
+# vocabulary divisible by 256 (32000, 32768). The tiny configs
+# (tests/models/tiny_configs.py) are sharded on every mesh by
+# tests/models/test_conformance.py; "gqa_8_2_no_window" keeps the 4:1 ratio
+# with 2 key/value heads, which the model axes 4 and 8 do not divide.
+TINY = tiny_configs("MistralBackbone")
 ATTENTION = "transformer_layer_0/self_attention/"
 
 
@@ -95,10 +75,8 @@ def test_kv_heads_that_do_not_divide_are_replicated_with_a_reason():
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
 @pytest.mark.parametrize("name", list(TINY))
-def test_tiny_configs_shard_as_planned(name, mesh_shape):
-    plan = assert_sharded_build_matches_plan(
-        MistralBackbone, TINY[name], mesh_shape
-    )
+def test_only_kv_heads_that_do_not_divide_fall_back(name, mesh_shape):
+    plan = MistralBackbone.plan_layout(mesh_dict(mesh_shape), config=TINY[name])
     key = plan.weight(ATTENTION + "key/kernel")
     kv_heads = TINY[name]["num_key_value_heads"]
     assert (key.decision == "fallback") == (kv_heads % mesh_shape[1] != 0)

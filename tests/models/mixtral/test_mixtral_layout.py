@@ -1,12 +1,12 @@
-"""Mixtral plans for the preset and sharded tiny builds."""
+"""Mixtral plans for the preset and tiny configs' experts."""
 
 import pytest
 
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
@@ -14,32 +14,12 @@ PRESETS = list(MixtralBackbone.presets)
 MOE = "transformer_layer_0/mixtral_sparse_moe_block/"
 EXPERTS = MOE + "experts/expert_feedforward_"
 # mixtral_8_7b_en: 8 experts (top 2), 32:8 heads, vocabulary 32000.
-TINY = {
-    # The preset's expert and head counts, scaled down.
-    "e8_top2_gqa_32_8": dict(
-        vocabulary_size=256,
-        num_layers=1,
-        num_query_heads=32,
-        num_key_value_heads=8,
-        hidden_dim=128,
-        intermediate_dim=32,
-        num_experts=8,
-        top_k=2,
-        sliding_window=None,
-    ),
-    # 3 experts divide no model axis: their feed-forward width is sharded.
-    "e3_top1_gqa_8_2_window": dict(
-        vocabulary_size=256,
-        num_layers=1,
-        num_query_heads=8,
-        num_key_value_heads=2,
-        hidden_dim=32,
-        intermediate_dim=48,
-        num_experts=3,
-        top_k=1,
-        sliding_window=4,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py;
+# "e8_top2_gqa_32_8" has the preset's expert and head counts, and in
+# "e3_top1_gqa_8_2_window" 3 experts divide no model axis.
+TINY = tiny_configs("MixtralBackbone")
+EXPERT_CONFIGS = ["e8_top2_gqa_32_8", "e3_top1_gqa_8_2_window"]
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
@@ -120,11 +100,11 @@ def test_experts_that_do_not_divide_shard_their_ffw_dimension(config):
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_tiny_configs_shard_as_planned(name, mesh_shape):
-    plan = assert_sharded_build_matches_plan(
-        MixtralBackbone, TINY[name], mesh_shape
-    )
+@pytest.mark.parametrize("name", EXPERT_CONFIGS)
+def test_experts_shard_their_ffw_dimension_when_they_do_not_divide(
+    name, mesh_shape
+):
+    plan = MixtralBackbone.plan_layout(mesh_dict(mesh_shape), config=TINY[name])
     experts = plan.weight(EXPERTS + "gate_dense")
     divides = TINY[name]["num_experts"] % mesh_shape[1] == 0
     assert experts.decision == ("sharded" if divides else "alternative")

@@ -1,39 +1,22 @@
-"""OPT layouts: full-size preset plans and tiny sharded builds."""
+"""OPT layouts: full-size preset plans and tiny configs' fallbacks."""
 
 import pytest
 
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
 PRESETS = list(OPTBackbone.presets)
-# Multi-head attention with a vocabulary divisible by 32 (50272). 8 heads
-# divide every model axis (like the 32 of 1.3b and up); 4 fail on 8 only,
-# like 125m's 12.
-TINY = {
-    "vocab_32x_8_heads": dict(
-        vocabulary_size=288,
-        num_layers=1,
-        num_heads=8,
-        hidden_dim=64,
-        intermediate_dim=128,
-        dropout=0.0,
-        max_sequence_length=16,
-    ),
-    "vocab_32x_4_heads": dict(
-        vocabulary_size=288,
-        num_layers=1,
-        num_heads=4,
-        hidden_dim=32,
-        intermediate_dim=64,
-        dropout=0.1,
-        max_sequence_length=16,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py. A vocabulary divisible by 32, like
+# 50272. 8 heads divide every model axis (like the 32 of 1.3b and up); 4
+# fail on 8 only, like 125m's 12.
+TINY = tiny_configs("OPTBackbone")
+HEAD_CONFIGS = ["vocab_32x_8_heads", "vocab_32x_4_heads"]
 EMBEDDINGS = "embeddings/"
 BLOCK = "transformer_layer_5/"
 ATTENTION = BLOCK + "self_attention/"
@@ -96,12 +79,11 @@ def test_opt_125m_heads_fall_back_on_a_model_axis_of_8():
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_sharded_build_matches_plan(name, mesh_shape):
-    plan = assert_sharded_build_matches_plan(
-        OPTBackbone, TINY[name], mesh_shape
-    )
+@pytest.mark.parametrize("name", HEAD_CONFIGS)
+def test_tiny_configs_fall_back_only_on_atomic_heads(name, mesh_shape):
+    plan = OPTBackbone.plan_layout(mesh_dict(mesh_shape), config=TINY[name])
     if TINY[name]["num_heads"] % mesh_shape[1]:
+        assert plan.fallbacks
         assert all("heads, size 4)" in w.reason for w in plan.fallbacks)
     else:
         assert not plan.fallbacks

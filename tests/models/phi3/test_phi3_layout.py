@@ -1,43 +1,21 @@
-"""Phi-3 layouts: full-size preset plans and tiny sharded builds."""
+"""Phi-3 layouts: full-size preset plans and a tiny config's fallbacks."""
 
 import pytest
 
 from keras_nlp.models.phi3.phi3_backbone import Phi3Backbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
 PRESETS = list(Phi3Backbone.presets)
 ATTENTION = "transformer_layer_0/attention/"
-TINY = {
-    # phi3_mini: 32:32 multi-head, untied, vocabulary 32064 = 64 * 501.
-    "mha_32_32": dict(
-        vocabulary_size=192,
-        num_layers=1,
-        hidden_dim=64,
-        intermediate_dim=128,
-        num_query_heads=32,
-        num_key_value_heads=32,
-    ),
-    # Su RoPE past its pretraining length (the default inputs have 12
-    # tokens), an odd vocabulary and 4 heads that an 8-way axis can't split.
-    "mha_4_4_su_odd_vocab": dict(
-        vocabulary_size=257,
-        num_layers=1,
-        hidden_dim=32,
-        intermediate_dim=48,
-        num_query_heads=4,
-        num_key_value_heads=4,
-        max_sequence_length=64,
-        pretraining_sequence_length=8,
-        rope_scaling_type="su",
-        rope_scaling_short_factor=[1.0, 1.2, 1.4, 1.6],
-        rope_scaling_long_factor=[1.0, 3.0, 9.0, 27.0],
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py; "mha_4_4_su_odd_vocab" has Su RoPE,
+# an odd vocabulary and 4 heads that an 8-way axis can't split.
+TINY = tiny_configs("Phi3Backbone")
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
@@ -113,9 +91,3 @@ def test_tiny_odd_vocabulary_and_four_heads_on_eight_devices():
         ATTENTION + f"{name}/kernel"
         for name in ("query", "key", "value", "attention_output")
     }
-
-
-@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_sharded_build_matches_plan(name, mesh_shape):
-    assert_sharded_build_matches_plan(Phi3Backbone, TINY[name], mesh_shape)

@@ -1,12 +1,12 @@
-"""QwenBackbone plans for every preset and sharded tiny builds."""
+"""QwenBackbone plans for every preset and tiny configs' fallbacks."""
 
 import pytest
 
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
@@ -15,25 +15,13 @@ ATTENTION = "transformer_layer_0/self_attention/"
 QUERY_WEIGHTS = ("query/kernel", "query/bias", "attention_output/kernel")
 KV_WEIGHTS = ("key/kernel", "key/bias", "value/kernel", "value/bias")
 
-_TINY = dict(num_layers=1, intermediate_dim=96, vocabulary_size=256)
-TINY = {
-    # qwen2.5_0.5b_en: 14:2, tied; 14 query heads divide only model 1, 2.
-    "gqa_14_2_tied": dict(
-        _TINY, num_query_heads=14, num_key_value_heads=2, hidden_dim=56
-    ),
-    # qwen2.5_3b_en: 16:2, tied.
-    "gqa_16_2_tied": dict(
-        _TINY, num_query_heads=16, num_key_value_heads=2, hidden_dim=64
-    ),
-    # qwen2.5_7b_en: 28:4, untied; 28 and 4 do not divide model 8.
-    "gqa_28_4_untied": dict(
-        _TINY,
-        num_query_heads=28,
-        num_key_value_heads=4,
-        hidden_dim=56,
-        tie_word_embeddings=False,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py;
+# these three keep the presets' head ratios: qwen2.5_0.5b_en's 14:2 (14
+# query heads divide only model 1 and 2), qwen2.5_3b_en's 16:2 and
+# qwen2.5_7b_en's 28:4, untied (28 and 4 do not divide model 8).
+TINY = tiny_configs("QwenBackbone")
+HEAD_CONFIGS = ["gqa_14_2_tied", "gqa_16_2_tied", "gqa_28_4_untied_window"]
 
 
 def expected_fallbacks(num_query_heads, num_key_value_heads, model):
@@ -127,10 +115,10 @@ def test_qwen2_5_7b_specs_on_a_2x4_mesh():
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_tiny_configs_shard_as_planned(name, mesh_shape):
+@pytest.mark.parametrize("name", HEAD_CONFIGS)
+def test_tiny_configs_fall_back_only_on_atomic_heads(name, mesh_shape):
     config = TINY[name]
-    plan = assert_sharded_build_matches_plan(QwenBackbone, config, mesh_shape)
+    plan = QwenBackbone.plan_layout(mesh_dict(mesh_shape), config=config)
     tied = config.get("tie_word_embeddings", True)
     paths = {w.path for w in plan.weights}
     assert ("token_embedding/reverse_embeddings" in paths) == (not tied)

@@ -1,36 +1,22 @@
-"""Qwen3Backbone plans for every preset and sharded tiny builds."""
+"""Qwen3Backbone plans for every preset and tiny configs' heads."""
 
 import pytest
 
 from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
-from tests.models.backbone_checks import assert_sharded_build_matches_plan
 from tests.models.backbone_checks import mesh_dict
+from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
 
 ATTENTION = "transformer_layer_0/self_attention/"
-_TINY = dict(num_layers=1, intermediate_dim=96, vocabulary_size=256)
-TINY = {
-    # qwen3_0.6b_en: 16:8, tied, head_dim * heads = 2 * hidden_dim.
-    "gqa_16_8_tied": dict(
-        _TINY,
-        num_query_heads=16,
-        num_key_value_heads=8,
-        head_dim=8,
-        hidden_dim=64,
-    ),
-    # qwen3_8b_en: 32:8, untied, head_dim * heads = hidden_dim.
-    "gqa_32_8_untied": dict(
-        _TINY,
-        num_query_heads=32,
-        num_key_value_heads=8,
-        head_dim=2,
-        hidden_dim=64,
-        tie_word_embeddings=False,
-    ),
-}
+# The tiny configs (tests/models/tiny_configs.py) are sharded on every mesh
+# by tests/models/test_conformance.py;
+# these two keep qwen3_0.6b_en's 16:8 heads (tied, head_dim * heads = 2 *
+# hidden_dim) and qwen3_8b_en's 32:8 (untied, head_dim * heads = hidden).
+TINY = tiny_configs("Qwen3Backbone")
+HEAD_CONFIGS = ["gqa_16_8_tied", "gqa_32_8_untied_window"]
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
@@ -93,10 +79,10 @@ def test_qwen3_8b_kv_heads_replicate_on_a_wider_model_axis():
 
 
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("name", list(TINY))
-def test_tiny_configs_shard_as_planned(name, mesh_shape):
+@pytest.mark.parametrize("name", HEAD_CONFIGS)
+def test_tiny_configs_with_the_presets_heads_never_fall_back(name, mesh_shape):
     config = TINY[name]
-    plan = assert_sharded_build_matches_plan(Qwen3Backbone, config, mesh_shape)
+    plan = Qwen3Backbone.plan_layout(mesh_dict(mesh_shape), config=config)
     assert plan.fallbacks == ()
     tied = config.get("tie_word_embeddings", True)
     paths = {w.path for w in plan.weights}
