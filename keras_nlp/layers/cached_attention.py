@@ -13,6 +13,9 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
+from keras_nlp.layers.zero_centered_rms_normalization import (
+    ZeroCenteredRMSNormalization,
+)
 
 # The projections' einsum equations, and what each letter of them means.
 EQUATIONS = {
@@ -22,6 +25,10 @@ EQUATIONS = {
     "output": "btnh,nhd->btd",
     # Falcon, Bloom: the heads concatenated, `f = heads * head_dim`.
     "flat_output": "btf,fd->btd",
+    # Gemma: heads-first kernels, e.g. query `(heads, hidden, head_dim)`.
+    "heads_first_query": "btd,ndh->btnh",
+    "heads_first_key": "bsd,kdh->bskh",
+    "heads_first_value": "bsd,kdh->bskh",
 }
 LEGEND = dict(d="hidden", n="heads", k="kv_heads", h="head_dim", f="heads")
 # The kernels' dimension names, e.g. query `(hidden, heads, head_dim)`.
@@ -100,8 +107,9 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
     kernels follow the Llama-family checkpoint layout: query/key/value
     `(hidden, heads, head_dim)`, output `(heads, head_dim, hidden)`, or a
     flat `(heads * head_dim, hidden)` output kernel when
-    `flat_output_kernel=True` (Falcon, Bloom). Options cover the variants
-    of the decoder-only models in this library.
+    `flat_output_kernel=True` (Falcon, Bloom), or heads-first query/key/value
+    kernels `(heads, hidden, head_dim)` when `heads_first=True` (Gemma).
+    Options cover the variants of the decoder-only models in this library.
 
     Args:
         num_query_heads: int. Number of query heads.
@@ -112,20 +120,30 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         rotary_embedding: a `keras_nlp.layers.RotaryEmbedding` (or subclass)
             applied to queries and keys, or `None` for no RoPE.
         use_query_key_norm: bool. RMS-normalize each query and key head
-            over `head_dim` before RoPE (Qwen 3).
+            over `head_dim` before RoPE (Qwen 3, Gemma 3).
+        zero_centered_query_key_norm: bool. Those norms multiply by
+            `1 + scale` (`ZeroCenteredRMSNormalization`, Gemma 3) instead
+            of `scale`.
         layer_norm_epsilon: float. Epsilon of those norms.
         use_bias: bool. Biases on the query/key/value projections.
         use_output_bias: bool. Bias on the output projection.
         flat_output_kernel: bool. Output kernel `(heads * head_dim, hidden)`
             instead of `(heads, head_dim, hidden)`.
+        heads_first: bool. Query/key/value kernels `(heads, hidden,
+            head_dim)` instead of `(hidden, heads, head_dim)`.
         sliding_window_size: int or `None`. If set, a query at position `i`
             attends only to keys `j` with `i - j < sliding_window_size`.
+        centered_sliding_window: bool. Center that window on the query
+            instead: `sliding_window_size // 2` keys after it and the rest
+            before it (bidirectional attention, e.g. EmbeddingGemma).
         use_alibi: bool. Add ALiBi's linear position bias to the logits.
         scale_alibi: bool. Scale the ALiBi bias by the query scale too, as
             when the bias is added before the logits are scaled (Falcon).
-        zero_unattended_queries: bool. Output zeros for queries that may
-            attend to no key (e.g. left padding) instead of an average of
-            all values, like attentions built on `keras.layers.Softmax`.
+        zero_unattended_queries: bool. Output zeros for queries that
+            `attention_mask` lets attend to no key (e.g. left padding)
+            instead of an average of all values, like attentions built on
+            `keras.layers.Softmax`. The sliding window is not consulted, as
+            in keras-hub's Gemma.
         logit_soft_cap: float or `None`. Logits become
             `cap * tanh(logits / cap)`.
         query_scale: float or `None`. Factor on the queries; `None` means
@@ -179,11 +197,14 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         head_dim=None,
         rotary_embedding=None,
         use_query_key_norm=False,
+        zero_centered_query_key_norm=False,
         layer_norm_epsilon=1e-6,
         use_bias=False,
         use_output_bias=False,
         flat_output_kernel=False,
+        heads_first=False,
         sliding_window_size=None,
+        centered_sliding_window=False,
         use_alibi=False,
         scale_alibi=False,
         zero_unattended_queries=False,
@@ -221,11 +242,14 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         self.head_dim = head_dim
         self.rotary_embedding = rotary_embedding
         self.use_query_key_norm = use_query_key_norm
+        self.zero_centered_query_key_norm = zero_centered_query_key_norm
         self.layer_norm_epsilon = layer_norm_epsilon
         self.use_bias = use_bias
         self.use_output_bias = use_output_bias
         self.flat_output_kernel = flat_output_kernel
+        self.heads_first = heads_first
         self.sliding_window_size = sliding_window_size
+        self.centered_sliding_window = centered_sliding_window
         self.use_alibi = use_alibi
         self.scale_alibi = scale_alibi
         self.zero_unattended_queries = zero_unattended_queries
@@ -254,19 +278,33 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         )
         return declare_einsum_dims(dense, **LEGEND)
 
+    def _norm(self, name):
+        norm = keras.layers.RMSNormalization
+        if self.zero_centered_query_key_norm:
+            norm = ZeroCenteredRMSNormalization
+        return norm(
+            epsilon=self.layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name=self._names[name],
+        )
+
     def build(self, input_shape):
         hidden_dim = input_shape[-1]
         self._head_dim = self.head_dim or hidden_dim // self.num_query_heads
+        layout = "heads_first_" if self.heads_first else ""
         self.query_dense = self._projection(
-            EQUATIONS["query"], self.num_query_heads, "nh", "query"
+            EQUATIONS[layout + "query"], self.num_query_heads, "nh", "query"
         )
         self.query_dense.build(input_shape)
         self.key_dense = self._projection(
-            EQUATIONS["key"], self.num_key_value_heads, "kh", "key"
+            EQUATIONS[layout + "key"], self.num_key_value_heads, "kh", "key"
         )
         self.key_dense.build(input_shape)
         self.value_dense = self._projection(
-            EQUATIONS["value"], self.num_key_value_heads, "kh", "value"
+            EQUATIONS[layout + "value"],
+            self.num_key_value_heads,
+            "kh",
+            "value",
         )
         self.value_dense.build(input_shape)
 
@@ -293,17 +331,9 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         self.output_dense.build(output_input_shape)
 
         if self.use_query_key_norm:
-            self.query_norm = keras.layers.RMSNormalization(
-                epsilon=self.layer_norm_epsilon,
-                dtype=self.dtype_policy,
-                name=self._names["query_norm"],
-            )
+            self.query_norm = self._norm("query_norm")
             self.query_norm.build(heads_shape)
-            self.key_norm = keras.layers.RMSNormalization(
-                epsilon=self.layer_norm_epsilon,
-                dtype=self.dtype_policy,
-                name=self._names["key_norm"],
-            )
+            self.key_norm = self._norm("key_norm")
             self.key_norm.build(heads_shape)
         self.probabilities_dropout = keras.layers.Dropout(
             rate=self.dropout, dtype=self.dtype_policy, name="dropout"
@@ -328,7 +358,13 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         distance = query_positions[:, None] - key_positions[None, :]
         window = None
         if self.sliding_window_size is not None:
-            window = (distance < self.sliding_window_size)[None, :, :]
+            if self.centered_sliding_window:
+                after = self.sliding_window_size // 2
+                before = self.sliding_window_size - after - 1
+                window = ops.logical_and(distance <= before, -distance <= after)
+            else:
+                window = distance < self.sliding_window_size
+            window = window[None, :, :]
         bias = None
         if self.use_alibi:
             slopes = alibi_slopes(self.num_query_heads)
@@ -373,9 +409,10 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         window, bias = self._position_mask_and_bias(
             ops.shape(query)[1], ops.shape(key)[1], start_index
         )
-        mask = None
-        if attention_mask is not None:
-            mask = ops.cast(attention_mask, "bool")
+        attention_mask = (
+            None if attention_mask is None else ops.cast(attention_mask, "bool")
+        )
+        mask = attention_mask
         if window is not None:
             mask = window if mask is None else ops.logical_and(mask, window)
 
@@ -395,8 +432,8 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             training=training,
             bias=bias,
         )
-        if self.zero_unattended_queries and mask is not None:
-            has_keys = ops.any(mask, axis=-1)[:, :, None, None]
+        if self.zero_unattended_queries and attention_mask is not None:
+            has_keys = ops.any(attention_mask, axis=-1)[:, :, None, None]
             outputs = ops.where(has_keys, outputs, ops.zeros_like(outputs))
         if self.flat_output_kernel:
             batch, length = ops.shape(outputs)[0], ops.shape(outputs)[1]
@@ -427,11 +464,16 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                     )
                 ),
                 "use_query_key_norm": self.use_query_key_norm,
+                "zero_centered_query_key_norm": (
+                    self.zero_centered_query_key_norm
+                ),
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "use_bias": self.use_bias,
                 "use_output_bias": self.use_output_bias,
                 "flat_output_kernel": self.flat_output_kernel,
+                "heads_first": self.heads_first,
                 "sliding_window_size": self.sliding_window_size,
+                "centered_sliding_window": self.centered_sliding_window,
                 "use_alibi": self.use_alibi,
                 "scale_alibi": self.scale_alibi,
                 "zero_unattended_queries": self.zero_unattended_queries,

@@ -117,25 +117,31 @@ def attention_rules(
     sublayer_names=None,
     use_bias=False,
     flat_output_kernel=False,
+    heads_first=False,
 ):
     """`CachedGroupedQueryAttention` weights under `prefix`.
 
     Heads go on the model axis and hidden on the data axis; head_dim is
     never sharded, so key/value heads that the model axis does not divide
-    are replicated along it (the plan's reason names `kv_heads`).
+    are replicated along it (the plan's reason names `kv_heads`). The
+    layer's `flat_output_kernel` and `heads_first` options are passed on,
+    as they change the kernels' orientation.
     """
     names = {**DEFAULT_SUBLAYER_NAMES, **(sublayer_names or {})}
     query, key, value, output = (
         names[kind] for kind in ("query", "key", "value", "output")
     )
     output_kind = "flat_output" if flat_output_kernel else "output"
+    layout = "heads_first_" if heads_first else ""
     rules = [
         named_rule(
-            prefix + f"{query}/kernel", KERNEL_DIMS["query"], _HEADS_ON_MODEL
+            prefix + f"{query}/kernel",
+            KERNEL_DIMS[layout + "query"],
+            _HEADS_ON_MODEL,
         ),
         named_rule(
             prefix + f"({key}|{value})/kernel",
-            KERNEL_DIMS["key"],
+            KERNEL_DIMS[layout + "key"],
             _HEADS_ON_MODEL,
         ),
         named_rule(

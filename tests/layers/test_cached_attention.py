@@ -5,10 +5,13 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_nlp.distribution.dims import declared_dims
 from keras_nlp.layers import CachedGroupedQueryAttention
 from keras_nlp.layers import RotaryEmbedding
+from keras_nlp.layers import ZeroCenteredRMSNormalization
 from keras_nlp.layers import alibi_slopes
 from keras_nlp.layers import decoder_attention_mask
+from keras_nlp.layers.cached_attention import KERNEL_DIMS
 
 HIDDEN = 32
 LENGTH = 7
@@ -64,6 +67,17 @@ OPTIONS = {
         rotary_embedding=RotaryEmbedding,
         use_query_key_norm=True,
         logit_soft_cap=2.0,
+    ),
+    # Gemma 2 and 3.
+    "heads_first_gemma": dict(
+        num_key_value_heads=2,
+        rotary_embedding=RotaryEmbedding,
+        heads_first=True,
+        use_query_key_norm=True,
+        zero_centered_query_key_norm=True,
+        sliding_window_size=3,
+        logit_soft_cap=2.0,
+        zero_unattended_queries=True,
     ),
 }
 
@@ -175,6 +189,89 @@ def test_kernel_shapes_and_names():
         "attention/query_dense_layernorm/scale": (6,),
         "attention/key_dense_layernorm/scale": (6,),
     }
+
+
+def test_heads_first_kernels_are_declared_and_compute_the_same():
+    keras.utils.set_random_seed(0)
+    layer = CachedGroupedQueryAttention(
+        4, 2, head_dim=6, heads_first=True, name="attention"
+    )
+    inputs = make_inputs()
+    mask = decoder_attention_mask(2, LENGTH, LENGTH)
+    outputs = numpy(layer(inputs, attention_mask=mask))
+    assert {v.path: tuple(v.shape) for v in layer.weights} == {
+        "attention/query/kernel": (4, HIDDEN, 6),
+        "attention/key/kernel": (2, HIDDEN, 6),
+        "attention/value/kernel": (2, HIDDEN, 6),
+        "attention/attention_output/kernel": (4, 6, HIDDEN),
+    }
+    assert declared_dims(layer) == {
+        "attention/query/kernel": KERNEL_DIMS["heads_first_query"],
+        "attention/key/kernel": KERNEL_DIMS["heads_first_key"],
+        "attention/value/kernel": KERNEL_DIMS["heads_first_value"],
+        "attention/attention_output/kernel": KERNEL_DIMS["output"],
+    }
+    assert KERNEL_DIMS["heads_first_key"] == ("kv_heads", "hidden", "head_dim")
+    # The same weights in the Llama layout give the same outputs.
+    llama = CachedGroupedQueryAttention(4, 2, head_dim=6)
+    llama.build(inputs.shape)
+    for ours, theirs in [
+        (llama.query_dense, layer.query_dense),
+        (llama.key_dense, layer.key_dense),
+        (llama.value_dense, layer.value_dense),
+    ]:
+        ours.kernel.assign(np.transpose(numpy(theirs.kernel), (1, 0, 2)))
+    llama.output_dense.kernel.assign(numpy(layer.output_dense.kernel))
+    np.testing.assert_allclose(
+        numpy(llama(inputs, attention_mask=mask)), outputs, atol=1e-6
+    )
+
+
+def test_zero_centered_query_key_norms_multiply_by_one_plus_scale():
+    layer = CachedGroupedQueryAttention(
+        4,
+        2,
+        use_query_key_norm=True,
+        zero_centered_query_key_norm=True,
+        sublayer_names={"query_norm": "query_norm", "key_norm": "key_norm"},
+    )
+    layer.build((None, None, HIDDEN))
+    assert isinstance(layer.query_norm, ZeroCenteredRMSNormalization)
+    assert layer.key_norm.name == "key_norm"
+    # A fresh zero-centered norm (scale 0) is a plain RMS norm.
+    heads = make_inputs()[..., :8]
+    expected = heads / np.sqrt(np.mean(heads**2, -1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(numpy(layer.key_norm(heads)), expected, 1e-5)
+
+
+def test_centered_sliding_window_looks_both_ways():
+    keras.utils.set_random_seed(0)
+    # Window 4: one key before the query, the query, two keys after it.
+    layer = CachedGroupedQueryAttention(
+        4, 2, sliding_window_size=4, centered_sliding_window=True
+    )
+    inputs = make_inputs()
+    everything = np.ones((2, LENGTH, LENGTH), bool)
+    before = numpy(layer(inputs, attention_mask=everything))
+    changed = inputs.copy()
+    changed[:, 3] += 10.0
+    after = numpy(layer(changed, attention_mask=everything))
+    moved = np.any(~np.isclose(before, after, atol=1e-6), axis=(0, 2))
+    assert list(np.flatnonzero(moved)) == [1, 2, 3, 4]
+
+
+def test_unattended_queries_are_judged_before_the_window():
+    # Like keras-hub's Gemma: a query whose only keys lie outside the window
+    # (a right-padded position) is not zeroed, one with no key at all is.
+    keras.utils.set_random_seed(0)
+    layer = CachedGroupedQueryAttention(
+        4, 2, sliding_window_size=2, zero_unattended_queries=True
+    )
+    padding = np.array([[0, 1, 1, 1, 0, 0, 0]] * 2)
+    mask = decoder_attention_mask(2, LENGTH, LENGTH, padding_mask=padding)
+    outputs = numpy(layer(make_inputs(), attention_mask=mask))
+    np.testing.assert_array_equal(outputs[:, 0], 0.0)
+    assert np.all(np.abs(outputs[:, 5:]) > 0)
 
 
 def test_config_round_trip_keeps_the_rotary_embedding():

@@ -3,15 +3,127 @@
 import keras
 from keras import ops
 
-from keras_nlp.distribution import DATA
-from keras_nlp.distribution import MODEL
+from keras_nlp.distribution.dims import declare_dims
+from keras_nlp.layers.layout_rules import attention_rules
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.layout_rules import token_embedding_rules
+from keras_nlp.layers.token_and_position_embedding import TOKEN_EMBEDDING_DIMS
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.decoder import init_decoder_graph
+from keras_nlp.models.gemma.gemma_decoder_block import FEEDFORWARD_NAMES
 from keras_nlp.models.gemma.gemma_decoder_block import GemmaDecoderBlock
+from keras_nlp.models.gemma.gemma_decoder_block import gemma_attention
 from keras_nlp.models.gemma.gemma_presets import GEMMA_PRESETS
+
+
+def build_gemma_stack(
+    backbone,
+    *,
+    vocabulary_size,
+    num_layers,
+    num_query_heads,
+    num_key_value_heads,
+    hidden_dim,
+    ffw_dim,
+    head_dim,
+    query_head_dim_normalize,
+    use_post_ffw_norm,
+    use_post_attention_norm,
+    attention_logit_soft_cap,
+    final_logit_soft_cap,
+    layer_norm_epsilon,
+    dropout,
+    attention_options,
+    use_bidirectional_attention=False,
+    dtype=None,
+    **kwargs,
+):
+    """Builds a Gemma-style stack into `backbone` and initializes its graph.
+
+    The tied token embedding scaled by `sqrt(hidden_dim)`, `GemmaDecoderBlock`s
+    (`decoder_block_{i}`) and a zero-centered RMS norm
+    (`final_normalization`): the checkpoints' names. Sets
+    `backbone.token_embedding`, `backbone.transformer_layers` and
+    `backbone.layer_norm`.
+
+    Args:
+        backbone: the backbone being constructed.
+        ffw_dim: int. Width of each feed-forward branch.
+        attention_options: callable mapping a block index to a dict of
+            further `gemma_attention` arguments for that block (its
+            sliding window, RoPE wavelength and scaling, q/k norms).
+        dtype: dtype or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (`name`, ...).
+        The other arguments are `GemmaBackbone`'s.
+    """
+    backbone.token_embedding = keras.layers.ReversibleEmbedding(
+        vocabulary_size,
+        hidden_dim,
+        tie_weights=True,
+        embeddings_initializer=keras.initializers.VarianceScaling(
+            scale=1.0, mode="fan_in", distribution="untruncated_normal"
+        ),
+        logit_soft_cap=final_logit_soft_cap,
+        dtype=dtype,
+        name="token_embedding",
+    )
+    declare_dims(backbone.token_embedding, embeddings=TOKEN_EMBEDDING_DIMS)
+    backbone.transformer_layers = [
+        GemmaDecoderBlock(
+            attention=gemma_attention(
+                hidden_dim=hidden_dim,
+                num_query_heads=num_query_heads,
+                num_key_value_heads=num_key_value_heads,
+                head_dim=head_dim,
+                query_head_dim_normalize=query_head_dim_normalize,
+                logit_soft_cap=attention_logit_soft_cap,
+                layer_norm_epsilon=layer_norm_epsilon,
+                use_bidirectional_attention=use_bidirectional_attention,
+                dropout=dropout,
+                dtype=dtype,
+                **attention_options(index),
+            ),
+            hidden_dim=hidden_dim,
+            intermediate_dim=ffw_dim,
+            use_post_attention_norm=use_post_attention_norm,
+            use_post_ffw_norm=use_post_ffw_norm,
+            layer_norm_epsilon=layer_norm_epsilon,
+            use_bidirectional_attention=use_bidirectional_attention,
+            dropout=dropout,
+            dtype=dtype,
+            name=f"decoder_block_{index}",
+        )
+        for index in range(num_layers)
+    ]
+    backbone.layer_norm = ZeroCenteredRMSNormalization(
+        epsilon=layer_norm_epsilon, dtype=dtype, name="final_normalization"
+    )
+
+    def embed(token_ids):
+        x = backbone.token_embedding(token_ids)
+        return x * ops.cast(ops.sqrt(float(hidden_dim)), x.dtype)
+
+    init_decoder_graph(
+        backbone,
+        embed=embed,
+        blocks=backbone.transformer_layers,
+        final_norm=backbone.layer_norm,
+        dtype=dtype,
+        **kwargs,
+    )
+
+
+def gemma_layout_rules():
+    """Layout rules of a Gemma-style stack (`build_gemma_stack`)."""
+    block = r"decoder_block_\d+/"
+    return [
+        *token_embedding_rules("token_embedding/", tied=True),
+        *attention_rules(block + "attention/", heads_first=True),
+        *feedforward_rules(block, sublayer_names=FEEDFORWARD_NAMES),
+    ]
 
 
 class GemmaBackbone(Backbone):
@@ -78,26 +190,7 @@ class GemmaBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        # Attention kernels are (heads, hidden, head_dim): heads go on the
-        # model axis, hidden on the data axis, head_dim is never sharded.
-        block = r"decoder_block_\d+/"
-        return [
-            # Tied (vocab, hidden); hidden on the model axis if vocab won't
-            # divide.
-            ("token_embedding/embeddings", [(MODEL, DATA), (DATA, MODEL)]),
-            (
-                block + "attention/(query|key|value)/kernel",
-                (MODEL, DATA, None),
-                ("heads", "hidden", "head_dim"),
-            ),
-            (
-                block + "attention/attention_output/kernel",
-                (MODEL, None, DATA),
-                ("heads", "head_dim", "hidden"),
-            ),
-            (block + "ffw_gating(_2)?/kernel", (DATA, MODEL)),
-            (block + "ffw_linear/kernel", (MODEL, DATA)),
-        ]
+        return gemma_layout_rules()
 
     def __init__(
         self,
@@ -120,100 +213,31 @@ class GemmaBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            vocabulary_size,
-            hidden_dim,
-            tie_weights=True,
-            embeddings_initializer=keras.initializers.VarianceScaling(
-                scale=1.0, mode="fan_in", distribution="untruncated_normal"
-            ),
-            logit_soft_cap=final_logit_soft_cap,
-            dtype=dtype,
-            name="token_embedding",
-        )
-        self.transformer_layers = [
-            GemmaDecoderBlock(
-                hidden_dim=hidden_dim,
-                intermediate_dim=intermediate_dim,
-                head_dim=head_dim,
-                num_query_heads=num_query_heads,
-                num_key_value_heads=num_key_value_heads,
-                query_head_dim_normalize=query_head_dim_normalize,
-                use_post_ffw_norm=use_post_ffw_norm,
-                use_post_attention_norm=use_post_attention_norm,
-                logit_soft_cap=attention_logit_soft_cap,
-                # Local (windowed) and global attention alternate, local
-                # first.
-                use_sliding_window_attention=(
-                    use_sliding_window_attention and index % 2 == 0
-                ),
-                sliding_window_size=sliding_window_size,
-                layer_norm_epsilon=layer_norm_epsilon,
-                dropout=dropout,
-                dtype=dtype,
-                name=f"decoder_block_{index}",
-            )
-            for index in range(num_layers)
-        ]
-        self.layer_norm = ZeroCenteredRMSNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="final_normalization"
-        )
+        def attention_options(index):
+            # Local (windowed) and global attention alternate, local first.
+            local = use_sliding_window_attention and index % 2 == 0
+            return {
+                "sliding_window_size": sliding_window_size if local else None
+            }
 
-        # === Functional graph ===
-        def embed(token_ids):
-            x = self.token_embedding(token_ids)
-            return x * ops.cast(ops.sqrt(float(hidden_dim)), x.dtype)
-
-        init_decoder_graph(
+        build_gemma_stack(
             self,
-            embed=embed,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            hidden_dim=hidden_dim,
+            # Gemma's `intermediate_dim` counts both branches.
+            ffw_dim=intermediate_dim // 2,
+            head_dim=head_dim,
+            query_head_dim_normalize=query_head_dim_normalize,
+            use_post_ffw_norm=use_post_ffw_norm,
+            use_post_attention_norm=use_post_attention_norm,
+            attention_logit_soft_cap=attention_logit_soft_cap,
+            final_logit_soft_cap=final_logit_soft_cap,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            attention_options=attention_options,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.num_layers = num_layers
-        self.num_query_heads = num_query_heads
-        self.num_key_value_heads = num_key_value_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.head_dim = head_dim
-        self.query_head_dim_normalize = query_head_dim_normalize
-        self.use_post_ffw_norm = use_post_ffw_norm
-        self.use_post_attention_norm = use_post_attention_norm
-        self.attention_logit_soft_cap = attention_logit_soft_cap
-        self.final_logit_soft_cap = final_logit_soft_cap
-        self.use_sliding_window_attention = use_sliding_window_attention
-        self.sliding_window_size = sliding_window_size
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.dropout = dropout
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "num_layers": self.num_layers,
-                "num_query_heads": self.num_query_heads,
-                "num_key_value_heads": self.num_key_value_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "head_dim": self.head_dim,
-                "query_head_dim_normalize": self.query_head_dim_normalize,
-                "use_post_ffw_norm": self.use_post_ffw_norm,
-                "use_post_attention_norm": self.use_post_attention_norm,
-                "attention_logit_soft_cap": self.attention_logit_soft_cap,
-                "final_logit_soft_cap": self.final_logit_soft_cap,
-                "use_sliding_window_attention": (
-                    self.use_sliding_window_attention
-                ),
-                "sliding_window_size": self.sliding_window_size,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "dropout": self.dropout,
-            }
-        )
-        return config

@@ -1,18 +1,8 @@
 """Gemma 3 decoder backbone (text only)."""
 
-import keras
-from keras import ops
-
-from keras_nlp.distribution import DATA
-from keras_nlp.distribution import MODEL
-from keras_nlp.layers.layout_rules import feedforward_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
-from keras_nlp.layers.zero_centered_rms_normalization import (
-    ZeroCenteredRMSNormalization,
-)
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
-from keras_nlp.models.gemma3.gemma3_decoder_block import Gemma3DecoderBlock
+from keras_nlp.models.gemma.gemma_backbone import build_gemma_stack
+from keras_nlp.models.gemma.gemma_backbone import gemma_layout_rules
 from keras_nlp.models.gemma3.gemma3_presets import GEMMA3_PRESETS
 
 # With sliding windows on, every sixth block (indices 5, 11, ...) attends
@@ -20,12 +10,6 @@ from keras_nlp.models.gemma3.gemma3_presets import GEMMA3_PRESETS
 GLOBAL_LAYER_PERIOD = 6
 LOCAL_ROPE_WAVELENGTH = 10_000.0
 GLOBAL_ROPE_WAVELENGTH = 1_000_000.0
-# Gemma's names for the gated feed-forward kernels.
-_FEEDFORWARD_NAMES = {
-    "intermediate": "ffw_gating",
-    "gate": "ffw_gating_2",
-    "output": "ffw_linear",
-}
 
 
 def is_local_layer(index, use_sliding_window_attention):
@@ -127,30 +111,8 @@ class Gemma3Backbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        # Gemma's attention kernels are (heads, hidden, head_dim), not the
-        # shared layer's (hidden, heads, head_dim): heads on the model axis,
-        # hidden on the data axis, head_dim never sharded. The q/k norm
-        # scales are rank 1 and need no rule.
-        block = r"decoder_block_\d+/"
-        return [
-            *token_embedding_rules("token_embedding/", tied=True),
-            (
-                block + "attention/query/kernel",
-                (MODEL, DATA, None),
-                ("heads", "hidden", "head_dim"),
-            ),
-            (
-                block + "attention/(key|value)/kernel",
-                (MODEL, DATA, None),
-                ("kv_heads", "hidden", "head_dim"),
-            ),
-            (
-                block + "attention/attention_output/kernel",
-                (MODEL, None, DATA),
-                ("heads", "head_dim", "hidden"),
-            ),
-            *feedforward_rules(block, sublayer_names=_FEEDFORWARD_NAMES),
-        ]
+        # The q/k norm scales are rank 1 and need no rule.
+        return gemma_layout_rules()
 
     def __init__(
         self,
@@ -201,131 +163,40 @@ class Gemma3Backbone(Backbone):
                 f"embedding_dim={embedding_dim!r}."
             )
 
-        # === Layers ===
-        self.token_embedding = keras.layers.ReversibleEmbedding(
-            vocabulary_size,
-            hidden_dim,
-            tie_weights=True,
-            embeddings_initializer=keras.initializers.VarianceScaling(
-                scale=1.0, mode="fan_in", distribution="untruncated_normal"
-            ),
-            logit_soft_cap=final_logit_soft_cap,
-            dtype=dtype,
-            name="token_embedding",
-        )
-        self.transformer_layers = []
-        for index in range(num_layers):
+        def attention_options(index):
             local = is_local_layer(index, use_sliding_window_attention)
-            self.transformer_layers.append(
-                Gemma3DecoderBlock(
-                    hidden_dim=hidden_dim,
-                    intermediate_dim=intermediate_dim,
-                    head_dim=head_dim,
-                    num_query_heads=num_query_heads,
-                    num_key_value_heads=num_key_value_heads,
-                    query_head_dim_normalize=query_head_dim_normalize,
-                    use_query_key_norm=use_query_key_norm,
-                    use_post_ffw_norm=use_post_ffw_norm,
-                    use_post_attention_norm=use_post_attention_norm,
-                    logit_soft_cap=attention_logit_soft_cap,
-                    use_sliding_window_attention=local,
-                    sliding_window_size=sliding_window_size,
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    rope_wavelength=(
-                        LOCAL_ROPE_WAVELENGTH
-                        if local
-                        else GLOBAL_ROPE_WAVELENGTH
-                    ),
-                    rope_scaling_factor=(
-                        local_rope_scaling_factor
-                        if local
-                        else global_rope_scaling_factor
-                    ),
-                    use_bidirectional_attention=use_bidirectional_attention,
-                    dropout=dropout,
-                    dtype=dtype,
-                    name=f"decoder_block_{index}",
-                )
+            return dict(
+                sliding_window_size=sliding_window_size if local else None,
+                rope_wavelength=(
+                    LOCAL_ROPE_WAVELENGTH if local else GLOBAL_ROPE_WAVELENGTH
+                ),
+                rope_scaling_factor=(
+                    local_rope_scaling_factor
+                    if local
+                    else global_rope_scaling_factor
+                ),
+                use_query_key_norm=use_query_key_norm,
             )
-        self.layer_norm = ZeroCenteredRMSNormalization(
-            epsilon=layer_norm_epsilon, dtype=dtype, name="final_normalization"
-        )
 
-        # === Functional graph ===
-        def embed(token_ids):
-            x = self.token_embedding(token_ids)
-            return x * ops.cast(ops.sqrt(float(hidden_dim)), x.dtype)
-
-        init_decoder_graph(
+        build_gemma_stack(
             self,
-            embed=embed,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            num_query_heads=num_query_heads,
+            num_key_value_heads=num_key_value_heads,
+            hidden_dim=hidden_dim,
+            # Unlike Gemma's, `intermediate_dim` is one branch's width.
+            ffw_dim=intermediate_dim,
+            head_dim=head_dim,
+            query_head_dim_normalize=query_head_dim_normalize,
+            use_post_ffw_norm=use_post_ffw_norm,
+            use_post_attention_norm=use_post_attention_norm,
+            attention_logit_soft_cap=attention_logit_soft_cap,
+            final_logit_soft_cap=final_logit_soft_cap,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            attention_options=attention_options,
+            use_bidirectional_attention=use_bidirectional_attention,
             dtype=dtype,
             **kwargs,
         )
-
-        # === Config ===
-        self.vocabulary_size = vocabulary_size
-        self.image_size = image_size
-        self.num_layers = num_layers
-        self.num_query_heads = num_query_heads
-        self.num_key_value_heads = num_key_value_heads
-        self.hidden_dim = hidden_dim
-        self.intermediate_dim = intermediate_dim
-        self.head_dim = head_dim
-        self.query_head_dim_normalize = query_head_dim_normalize
-        self.use_query_key_norm = use_query_key_norm
-        self.use_post_ffw_norm = use_post_ffw_norm
-        self.use_post_attention_norm = use_post_attention_norm
-        self.attention_logit_soft_cap = attention_logit_soft_cap
-        self.final_logit_soft_cap = final_logit_soft_cap
-        self.use_sliding_window_attention = use_sliding_window_attention
-        self.sliding_window_size = sliding_window_size
-        self.local_rope_scaling_factor = local_rope_scaling_factor
-        self.global_rope_scaling_factor = global_rope_scaling_factor
-        self.vision_encoder = None
-        self.layer_norm_epsilon = layer_norm_epsilon
-        self.use_bidirectional_attention = use_bidirectional_attention
-        self.dropout = dropout
-        self.is_embedding_model = False
-        self.pooling_intermediate_dim = None
-        self.embedding_dim = None
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "vocabulary_size": self.vocabulary_size,
-                "image_size": self.image_size,
-                "num_layers": self.num_layers,
-                "num_query_heads": self.num_query_heads,
-                "num_key_value_heads": self.num_key_value_heads,
-                "hidden_dim": self.hidden_dim,
-                "intermediate_dim": self.intermediate_dim,
-                "head_dim": self.head_dim,
-                "query_head_dim_normalize": self.query_head_dim_normalize,
-                "use_query_key_norm": self.use_query_key_norm,
-                "use_post_ffw_norm": self.use_post_ffw_norm,
-                "use_post_attention_norm": self.use_post_attention_norm,
-                "attention_logit_soft_cap": self.attention_logit_soft_cap,
-                "final_logit_soft_cap": self.final_logit_soft_cap,
-                "use_sliding_window_attention": (
-                    self.use_sliding_window_attention
-                ),
-                "sliding_window_size": self.sliding_window_size,
-                "local_rope_scaling_factor": self.local_rope_scaling_factor,
-                "global_rope_scaling_factor": self.global_rope_scaling_factor,
-                "vision_encoder": self.vision_encoder,
-                "layer_norm_epsilon": self.layer_norm_epsilon,
-                "use_bidirectional_attention": (
-                    self.use_bidirectional_attention
-                ),
-                "dropout": self.dropout,
-                # Kept so that keras-hub's `from_config` reads our configs.
-                "is_embedding_model": self.is_embedding_model,
-                "pooling_intermediate_dim": self.pooling_intermediate_dim,
-                "embedding_dim": self.embedding_dim,
-            }
-        )
-        return config

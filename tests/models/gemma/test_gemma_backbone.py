@@ -2,10 +2,13 @@ import numpy as np
 import pytest
 from keras import ops
 
+from keras_nlp.distribution.dims import declared_dims
 from keras_nlp.distribution.shapes import abstract_variables
+from keras_nlp.layers import CachedGroupedQueryAttention
 from keras_nlp.models.gemma import GemmaBackbone
-from keras_nlp.models.gemma.gemma_attention import GemmaAttention
 from keras_nlp.models.gemma.gemma_decoder_block import GemmaDecoderBlock
+from keras_nlp.models.gemma.gemma_decoder_block import gemma_attention
+from tests.models.gemma.decoding import decode_step_by_step
 
 TINY = dict(
     vocabulary_size=64,
@@ -86,19 +89,57 @@ def test_gemma_2b_en_paths_and_size_without_allocating():
 
 def test_sliding_window_on_even_blocks():
     model = GemmaBackbone(**TINY, **GEMMA_2)
-    flags = [
-        b.attention.use_sliding_window_attention
-        for b in model.transformer_layers
+    windows = [
+        b.attention.sliding_window_size for b in model.transformer_layers
     ]
-    assert flags == [True, False]
+    assert windows == [3, None]
     assert all(
         b.attention.logit_soft_cap == 50.0 for b in model.transformer_layers
     )
     model = GemmaBackbone(**TINY)
-    assert not any(
-        b.attention.use_sliding_window_attention
+    assert all(
+        b.attention.sliding_window_size is None
         for b in model.transformer_layers
     )
+
+
+def test_attention_is_the_shared_layer_with_heads_first_kernels():
+    model = GemmaBackbone(**TINY, **GEMMA_2)
+    attention = model.transformer_layers[0].attention
+    assert isinstance(attention, CachedGroupedQueryAttention)
+    assert attention.heads_first
+    # query_head_dim_normalize=False: queries scaled by (32 / 4) ** -0.5.
+    assert attention.query_scale == 8**-0.5
+    assert attention.rotary_embedding.max_wavelength == 10_000.0
+    dims = declared_dims(model)
+    block = "decoder_block_0/"
+    assert dims[block + "attention/query/kernel"] == (
+        "heads",
+        "hidden",
+        "head_dim",
+    )
+    assert dims[block + "attention/key/kernel"] == (
+        "kv_heads",
+        "hidden",
+        "head_dim",
+    )
+    assert dims[block + "attention/attention_output/kernel"] == (
+        "heads",
+        "head_dim",
+        "hidden",
+    )
+    assert dims[block + "ffw_gating/kernel"] == ("hidden", "ffw")
+    assert dims[block + "ffw_gating_2/kernel"] == ("hidden", "ffw")
+    assert dims[block + "ffw_linear/kernel"] == ("ffw", "hidden")
+    assert dims["token_embedding/embeddings"] == ("vocab", "hidden")
+
+
+@pytest.mark.parametrize("options", [{}, GEMMA_2], ids=["gemma1", "gemma2"])
+def test_blocks_decode_into_a_kv_cache_like_the_full_forward_pass(options):
+    model = GemmaBackbone(**TINY, **options)
+    expected = ops.convert_to_numpy(model(INPUTS))
+    actual = decode_step_by_step(model, INPUTS)
+    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
 
 
 def test_invalid_head_ratio():
@@ -109,7 +150,7 @@ def test_invalid_head_ratio():
     message = str(error.value)
     assert "num_query_heads=6" in message
     assert "num_key_value_heads=4" in message
-    assert "multiple" in message
+    assert "must divide" in message
 
 
 @pytest.mark.parametrize("options", [{}, GEMMA_2], ids=["gemma1", "gemma2"])
@@ -125,29 +166,25 @@ def test_training_with_dropout(options):
     )
 
 
-def test_layers_config_round_trip():
-    attention = GemmaAttention(
-        num_query_heads=4,
-        num_key_value_heads=1,
-        head_dim=8,
-        logit_soft_cap=20.0,
-        use_sliding_window_attention=True,
-        sliding_window_size=7,
-        query_head_dim_normalize=False,
-        dropout=0.1,
-    )
-    config = attention.get_config()
-    assert GemmaAttention.from_config(config).get_config() == config
-
+def test_block_config_round_trip():
     block = GemmaDecoderBlock(
+        attention=gemma_attention(
+            hidden_dim=32,
+            num_query_heads=4,
+            num_key_value_heads=1,
+            head_dim=8,
+            logit_soft_cap=20.0,
+            sliding_window_size=7,
+            query_head_dim_normalize=False,
+            dropout=0.1,
+        ),
         hidden_dim=32,
-        intermediate_dim=48,
-        head_dim=8,
-        num_query_heads=4,
-        num_key_value_heads=2,
+        intermediate_dim=24,
         use_post_ffw_norm=True,
-        logit_soft_cap=10.0,
         layer_norm_epsilon=1e-5,
     )
     config = block.get_config()
-    assert GemmaDecoderBlock.from_config(config).get_config() == config
+    clone = GemmaDecoderBlock.from_config(config)
+    assert clone.get_config() == config
+    assert clone.attention.sliding_window_size == 7
+    assert clone.attention.rotary_embedding.max_wavelength == 10_000.0

@@ -244,7 +244,8 @@ def test_strict_map_raises_before_any_weight_is_built():
     assert "strict=True: 4 GemmaBackbone weight(s)" in message
     assert "decoder_block_0/attention/key/kernel (1, 64, 16)" in message
     assert (
-        "dim 0 (heads, size 1) is not divisible by 'model' (size 2)" in message
+        "dim 0 (kv_heads, size 1) is not divisible by 'model' (size 2)"
+        in message
     )
     assert "axis sizes that divide 1: 1" in message
 

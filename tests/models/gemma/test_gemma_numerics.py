@@ -7,7 +7,7 @@ import pytest
 from keras import ops
 
 from keras_nlp.models.gemma import GemmaBackbone
-from keras_nlp.models.gemma.gemma_attention import GemmaAttention
+from keras_nlp.models.gemma.gemma_decoder_block import gemma_attention
 
 TINY = dict(vocabulary_size=64, num_layers=2, hidden_dim=32, head_dim=8)
 GEMMA_2_OPTIONS = dict(
@@ -141,7 +141,7 @@ def numpy_rope(x):
     )
 
 
-def numpy_attention(layer, x, mask):
+def numpy_attention(layer, x, mask, options):
     """Reference Gemma attention in float64 numpy, one head at a time."""
     kernel = {
         name: ops.convert_to_numpy(dense.kernel.value).astype("float64")
@@ -157,21 +157,23 @@ def numpy_attention(layer, x, mask):
     k = numpy_rope(np.einsum("bsd,kdh->bskh", x, kernel["k"]))
     v = np.einsum("bsd,kdh->bskh", x, kernel["v"])
     hidden_dim = x.shape[-1]
-    if layer.query_head_dim_normalize:
+    num_query_heads = layer.num_query_heads
+    if options.get("query_head_dim_normalize", True):
         q = q / np.sqrt(layer.head_dim)
     else:
-        q = q / np.sqrt(hidden_dim // layer.num_query_heads)
+        q = q / np.sqrt(hidden_dim // num_query_heads)
     seq = x.shape[1]
     allowed = mask.astype(bool)
-    if layer.use_sliding_window_attention:
+    window = options.get("sliding_window_size")
+    if window is not None:
         i, j = np.arange(seq)[:, None], np.arange(seq)[None, :]
-        allowed = allowed & (np.abs(i - j) < layer.sliding_window_size)
-    group = layer.num_query_heads // layer.num_key_value_heads
+        allowed = allowed & (np.abs(i - j) < window)
+    group = num_query_heads // layer.num_key_value_heads
+    cap = options.get("logit_soft_cap")
     heads = np.zeros(q.shape)
-    for n in range(layer.num_query_heads):
+    for n in range(num_query_heads):
         logits = np.einsum("bth,bsh->bts", q[:, :, n], k[:, :, n // group])
-        if layer.logit_soft_cap is not None:
-            cap = layer.logit_soft_cap
+        if cap is not None:
             logits = cap * np.tanh(logits / cap)
         logits = np.where(allowed, logits, -np.inf)
         with np.errstate(invalid="ignore"):  # rows with no allowed keys
@@ -187,17 +189,12 @@ def numpy_attention(layer, x, mask):
     [
         (4, 1, {}),
         (4, 2, {"logit_soft_cap": 0.7}),
-        (
-            4,
-            4,
-            {"use_sliding_window_attention": True, "sliding_window_size": 2},
-        ),
+        (4, 4, {"sliding_window_size": 2}),
         (
             6,
             2,
             {
                 "logit_soft_cap": 2.0,
-                "use_sliding_window_attention": True,
                 "sliding_window_size": 3,
                 "query_head_dim_normalize": False,
             },
@@ -207,7 +204,9 @@ def numpy_attention(layer, x, mask):
 def test_attention_matches_numpy(num_query_heads, num_key_value_heads, options):
     rng = np.random.default_rng(3)
     batch, seq, hidden = 2, 7, 24
-    layer = GemmaAttention(num_query_heads, num_key_value_heads, 4, **options)
+    layer = gemma_attention(
+        hidden, num_query_heads, num_key_value_heads, 4, **options
+    )
     layer.build((batch, seq, hidden))
     for dense in (
         layer.query_dense,
@@ -224,7 +223,7 @@ def test_attention_matches_numpy(num_query_heads, num_key_value_heads, options):
     mask = causal[None] & padding[:, None, :]
 
     actual = ops.convert_to_numpy(layer(x, attention_mask=mask))
-    expected = numpy_attention(layer, x, mask)
+    expected = numpy_attention(layer, x, mask, options)
     np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
     np.testing.assert_array_equal(actual[0, :2], 0.0)  # no attended keys
 

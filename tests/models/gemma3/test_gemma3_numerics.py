@@ -133,7 +133,7 @@ def test_each_gemma3_feature_changes_the_output(mutation):
         elif mutation == "drop_rope_scaling":
             rope.scaling_factor = 1.0
         elif mutation == "window_off":
-            attention.use_sliding_window_attention = False
+            attention.sliding_window_size = None
         else:
             attention.use_query_key_norm = False
     expected = ops.convert_to_numpy(oracle(inputs))
