@@ -117,7 +117,7 @@ class Gemma3Backbone(Backbone):
     def __init__(
         self,
         vocabulary_size,
-        image_size,
+        image_size: int | None,
         num_layers,
         num_query_heads,
         num_key_value_heads,
