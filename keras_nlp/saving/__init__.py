@@ -3,11 +3,16 @@
 The format is keras-hub's (see `Backbone.save_to_preset` and
 `Backbone.from_preset`): presets written by keras-hub for the same
 architecture load here, and loading fills sharded variables in place.
+Reading never leaves the directory (`preset_files`: links are refused,
+data stored outside an HDF5 file too), and saving is atomic.
 """
 
-from keras_nlp.saving.preset_config import PresetError
 from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_config import write_backbone_config
+from keras_nlp.saving.preset_files import PresetBusyError
+from keras_nlp.saving.preset_files import PresetDirectory
+from keras_nlp.saving.preset_files import PresetError
+from keras_nlp.saving.preset_weights import LossyConversionWarning
 from keras_nlp.saving.preset_weights import WeightsFile
 from keras_nlp.saving.preset_weights import build_from_preset_weights
 from keras_nlp.saving.preset_weights import check_weights
@@ -15,6 +20,9 @@ from keras_nlp.saving.preset_weights import load_weights
 from keras_nlp.saving.preset_weights import write_weights
 
 __all__ = [
+    "LossyConversionWarning",
+    "PresetBusyError",
+    "PresetDirectory",
     "PresetError",
     "WeightsFile",
     "build_from_preset_weights",

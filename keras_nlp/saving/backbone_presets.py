@@ -5,11 +5,14 @@ each class's `presets` dict (configs only); preset directories are read
 and written by `preset_config` and `preset_weights`.
 """
 
+import math
 import os
 
 from keras_nlp import multihost
 from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_config import write_backbone_config
+from keras_nlp.saving.preset_files import PresetDirectory
+from keras_nlp.saving.preset_files import staged_preset
 from keras_nlp.saving.preset_weights import build_from_preset_weights
 from keras_nlp.saving.preset_weights import write_weights
 from keras_nlp.saving.registry import registered_backbones
@@ -47,7 +50,7 @@ class PresetMixin:
     def _preset_config(cls, preset):
         """`(class, config)` of a built-in preset name or a preset directory."""
         if is_preset_directory(preset):
-            owner, config = read_backbone_config(os.fspath(preset))
+            owner, config = read_backbone_config(preset)
             if not issubclass(owner, cls):
                 raise ValueError(
                     f"The preset {os.fspath(preset)!r} holds a "
@@ -112,7 +115,14 @@ class PresetMixin:
         return cls, None, None
 
     @classmethod
-    def from_preset(cls, preset, load_weights=True, verbose=False, **kwargs):
+    def from_preset(
+        cls,
+        preset,
+        load_weights=True,
+        verbose=False,
+        allow_nonfinite=False,
+        **kwargs,
+    ):
         """Builds a backbone from a preset directory or a built-in config.
 
         A preset directory holds `config.json`, `metadata.json` and the
@@ -121,8 +131,15 @@ class PresetMixin:
         `save_to_preset` here or by keras-hub for the same architecture.
         `config.json` is read safely: only backbone classes of this library
         (registered as `keras_nlp>Name` or `keras_hub>Name`) are built, and
-        only from plain arguments. Every weight is checked against the
-        built backbone before any is loaded.
+        only from plain arguments. No file outside the directory is read:
+        every file must be a regular file in it, symbolic links (the
+        directory's own name included) are refused rather than followed,
+        and weights stored outside their HDF5 file (external storage,
+        virtual datasets, external links) or not numeric are refused. Every
+        weight's shape and dtype are checked against the built backbone
+        before any value is read; values must be finite, and weights
+        loaded into a narrower dtype (float32 into bfloat16) are rounded
+        with a `LossyConversionWarning` naming them.
 
         Inside a `keras.distribution.ModelParallel` scope whose layout map
         comes from `get_layout_map`, the backbone is built with its layout
@@ -137,6 +154,8 @@ class PresetMixin:
             load_weights: bool, load the preset's weights (default) or keep
                 random ones.
             verbose: bool, show a progress bar while loading weights.
+            allow_nonfinite: bool, load weights holding NaN or Inf instead
+                of raising.
             **kwargs: constructor arguments overriding the preset's config,
                 e.g. `dtype="bfloat16"`.
 
@@ -146,7 +165,8 @@ class PresetMixin:
         Raises:
             ValueError (`keras_nlp.saving.PresetError` for files): an unknown
                 preset, a preset of another class, or files that are
-                missing, unsafe, truncated or do not match the config.
+                missing, unsafe (links, data outside the file), truncated,
+                hold NaN or Inf, or do not match the config.
 
         Example:
 
@@ -176,37 +196,63 @@ class PresetMixin:
             loaded = keras_nlp.models.Backbone.from_preset(path)
         ```
         """
-        owner, config = cls._preset_config(preset)
-        if load_weights and not is_preset_directory(preset):
-            raise ValueError(
-                f"The built-in preset {preset!r} is a config only: keras_nlp "
-                "bundles no weights and never downloads them. Pass "
-                "load_weights=False to build it with random weights, or "
-                "the path of a preset directory."
+        if not is_preset_directory(preset):
+            owner, config = cls._preset_config(preset)
+            if load_weights:
+                raise ValueError(
+                    f"The built-in preset {preset!r} is a config only: "
+                    "keras_nlp bundles no weights and never downloads them. "
+                    "Pass load_weights=False to build it with random "
+                    "weights, or the path of a preset directory."
+                )
+            return owner.from_config(dict(config, **kwargs))
+        # One open directory for the config and the weights: a save that
+        # swaps the preset meanwhile cannot pair one's config with the
+        # other's weights.
+        with PresetDirectory(preset) as directory:
+            owner, config = cls._preset_config(directory)
+            config.update(kwargs)
+            if not load_weights:
+                return owner.from_config(config)
+            return build_from_preset_weights(
+                owner, config, directory, verbose, allow_nonfinite
             )
-        config.update(kwargs)
-        if not load_weights:
-            return owner.from_config(config)
-        return build_from_preset_weights(
-            owner, config, os.fspath(preset), verbose
-        )
 
     def save_to_preset(self, preset_dir, max_shard_size=10):
         """Saves the backbone as a preset directory in keras-hub's format.
 
         Writes `model.weights.h5` (laid out as Keras's `save_weights` does,
-        so keras-hub reads it for the same architecture), then
-        `config.json` (registered name `keras_nlp>ClassName`) and
-        `metadata.json`. Sharded variables are gathered one tensor at a
-        time. LoRA adapters are merged into their kernels, so the preset is
-        a plain backbone with the adapted outputs.
+        so keras-hub reads it for the same architecture), `config.json`
+        (registered name `keras_nlp>ClassName`) and `metadata.json`. LoRA
+        adapters are merged into their kernels, so the preset is a plain
+        backbone with the adapted outputs.
+
+        The save is atomic: the preset is written into a new directory
+        beside `preset_dir` and swapped in only once complete, so a save
+        that fails, runs out of space or is killed leaves the previous
+        preset as it was, and a second save to the same directory while
+        one is running fails with `keras_nlp.saving.PresetBusyError`.
+        Nothing is written through a symbolic link. Each variable is
+        written shard by shard from the devices that hold it, so besides
+        the model the host holds at most one tensor, and nothing once this
+        returns. In a JAX cluster every process calls this and process 0
+        writes (the directory must be shared).
 
         Args:
-            preset_dir: str, the directory; created if missing. Weight files
-                already in it are replaced.
+            preset_dir: str, the directory; created if missing. Its backbone
+                files (config, metadata, weights) are replaced; other files
+                in it (a tokenizer, a README) are kept.
             max_shard_size: float, in GB. Weights larger than this are
                 written as `model.weights.json` plus `model_00000.weights.h5`,
                 `model_00001.weights.h5`, ... of at most this size each.
+
+        Raises:
+            ValueError: a bad `max_shard_size`, or `preset_dir` is a file or
+                a symbolic link.
+            OSError: a file could not be written (permissions, disk full);
+                the message names it, and the old preset is intact.
+            keras_nlp.saving.PresetBusyError: another save to `preset_dir`
+                is in progress.
 
         Example:
 
@@ -228,26 +274,18 @@ class PresetMixin:
         if (
             not isinstance(max_shard_size, (int, float))
             or isinstance(max_shard_size, bool)
+            or not math.isfinite(max_shard_size)
             or max_shard_size <= 0
         ):
             raise ValueError(
                 "max_shard_size must be a positive number of GB. Received: "
                 f"max_shard_size={max_shard_size!r}."
             )
-        preset_dir = os.fspath(preset_dir)
-        if os.path.exists(preset_dir) and not os.path.isdir(preset_dir):
-            raise ValueError(
-                f"save_to_preset needs a directory; {preset_dir!r} is a file."
-            )
-        writing = multihost.is_main_process()
-        if writing:
-            os.makedirs(preset_dir, exist_ok=True)
-            # An older config must not pair with half-written new weights.
-            old_config = os.path.join(preset_dir, "config.json")
-            if os.path.exists(old_config):
-                os.remove(old_config)
-        # Config last: an interrupted save leaves no loadable preset behind.
-        write_weights(self, preset_dir, max_shard_size=max_shard_size)
-        if writing:
-            write_backbone_config(self, preset_dir)
+        with staged_preset(
+            preset_dir, active=multihost.is_main_process()
+        ) as staging:
+            # Every process takes part in the gathers; process 0 writes.
+            write_weights(self, staging, max_shard_size=max_shard_size)
+            if staging is not None:
+                write_backbone_config(self, staging)
         multihost.barrier("keras_nlp.save_to_preset")

@@ -9,38 +9,24 @@ JSON (the dtype policy is the one serialized object allowed).
 
 import datetime
 import inspect
-import json
-import os
 
 import keras
 
+from keras_nlp.saving.preset_files import CONFIG_FILE
+from keras_nlp.saving.preset_files import METADATA_FILE
+from keras_nlp.saving.preset_files import SHARDED_WEIGHTS_FILE  # noqa: F401
+from keras_nlp.saving.preset_files import WEIGHTS_FILE  # noqa: F401
+from keras_nlp.saving.preset_files import PresetError  # noqa: F401
+from keras_nlp.saving.preset_files import open_preset_directory
+from keras_nlp.saving.preset_files import write_json
 from keras_nlp.saving.registry import registered_backbones
 from keras_nlp.version import __version__
 
-CONFIG_FILE = "config.json"
-METADATA_FILE = "metadata.json"
-WEIGHTS_FILE = "model.weights.h5"
-SHARDED_WEIGHTS_FILE = "model.weights.json"
 # Packages whose registered names load into our classes. keras-hub registers
 # every class under both of its names.
 REGISTERED_PACKAGES = ("keras_nlp", "keras_hub", "keras_nlp.models")
 SAVED_PACKAGE = "keras_nlp"
 _DTYPE_POLICY_CLASSES = ("DTypePolicy", "FloatDTypePolicy")
-
-
-class PresetError(ValueError):
-    """A preset directory that cannot be loaded as it is."""
-
-
-def read_json(path, what):
-    """Reads one JSON file of a preset, with errors naming the file."""
-    if not os.path.isfile(path):
-        raise PresetError(f"The preset has no {what}: {path} does not exist.")
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise PresetError(f"{path} is not valid JSON: {error}.") from error
 
 
 def _check_plain(value, where, path):
@@ -105,13 +91,19 @@ def backbone_class_for(registered_name, class_name, path):
 def read_backbone_config(preset_dir):
     """Reads `config.json`: returns `(backbone class, constructor kwargs)`.
 
+    Args:
+        preset_dir: the preset directory (a path or an open
+            `PresetDirectory`). `config.json` must be a regular file in it,
+            not a symbolic link.
+
     Raises:
-        PresetError: the file is missing or not JSON, names a class that is
-            not one of our backbones, or holds anything but plain arguments
-            of that class's constructor.
+        PresetError: the file is missing, a link or not JSON, names a class
+            that is not one of our backbones, or holds anything but plain
+            arguments of that class's constructor.
     """
-    path = os.path.join(preset_dir, CONFIG_FILE)
-    data = read_json(path, CONFIG_FILE)
+    with open_preset_directory(preset_dir) as directory:
+        path = directory.join(CONFIG_FILE)
+        data = directory.read_json(CONFIG_FILE)
     if not isinstance(data, dict) or not isinstance(data.get("config"), dict):
         raise PresetError(
             f"{path} must be a serialized backbone: an object with "
@@ -142,7 +134,11 @@ def read_backbone_config(preset_dir):
 
 
 def write_backbone_config(backbone, preset_dir):
-    """Writes `config.json` and `metadata.json` for `backbone`."""
+    """Writes `config.json` and `metadata.json` for `backbone`.
+
+    Each file is written whole under a new name and renamed into place, so
+    a link already at its name is replaced, never written through.
+    """
     config = backbone.get_config()
     # Weights are saved with LoRA merged, so the preset is a plain backbone.
     for key in ("lora_rank", "lora_target_names"):
@@ -154,13 +150,11 @@ def write_backbone_config(backbone, preset_dir):
         "config": config,
         "registered_name": f"{SAVED_PACKAGE}>{cls.__name__}",
     }
-    with open(os.path.join(preset_dir, CONFIG_FILE), "w") as file:
-        json.dump(serialized, file, indent=4)
+    write_json(preset_dir, CONFIG_FILE, serialized)
     metadata = {
         "keras_version": keras.__version__,
         "keras_nlp_version": __version__,
         "parameter_count": int(backbone.count_params()),
         "date_saved": datetime.datetime.now().strftime("%Y-%m-%d@%H:%M:%S"),
     }
-    with open(os.path.join(preset_dir, METADATA_FILE), "w") as file:
-        json.dump(metadata, file, indent=4)
+    write_json(preset_dir, METADATA_FILE, metadata)

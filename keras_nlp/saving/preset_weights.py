@@ -14,9 +14,11 @@ architecture loads into ours, and every weight is checked before any is
 assigned.
 """
 
-import json
+import contextlib
+import math
 import os
 import re
+import warnings
 
 import h5py
 import keras
@@ -28,12 +30,14 @@ from keras.src.utils import naming
 from keras_nlp import multihost
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
-from keras_nlp.saving.preset_config import SHARDED_WEIGHTS_FILE
-from keras_nlp.saving.preset_config import WEIGHTS_FILE
-from keras_nlp.saving.preset_config import PresetError
-from keras_nlp.saving.preset_config import read_json
+from keras_nlp.saving.preset_files import SHARD_FILE
+from keras_nlp.saving.preset_files import SHARDED_WEIGHTS_FILE
+from keras_nlp.saving.preset_files import WEIGHTS_FILE
+from keras_nlp.saving.preset_files import PresetError
+from keras_nlp.saving.preset_files import check_file_name
+from keras_nlp.saving.preset_files import open_preset_directory
+from keras_nlp.saving.preset_files import write_json
 
-_SHARD_FILE = re.compile(r"model_\d{5}\.weights\.h5")
 _LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 _MAX_LISTED = 8
 
@@ -104,14 +108,63 @@ def _dtype_name(value):
     return keras.backend.standardize_dtype(value.dtype)
 
 
+def _host_copy(array):
+    """`array` (one device's JAX array) as NumPy, cached nowhere.
+
+    `numpy.asarray` keeps the host copy of a jax.Array on the array itself
+    for as long as the array lives: for a model's variables, a second copy
+    of the model after `save_to_preset` returns. The copy is made here and
+    the cache dropped, so it is freed with the caller's reference.
+    """
+    cached = getattr(array, "_npy_value", None)
+    value = np.asarray(array)
+    if cached is None and getattr(array, "_npy_value", None) is not None:
+        array._npy_value = None
+    return value
+
+
+def _host_pieces(value, active=True):
+    """Yields `(index, numpy piece)` covering `value` once, piece by piece.
+
+    A JAX array whose shards this process holds is yielded shard by shard
+    (each distinct shard once), so the host never holds the whole tensor;
+    one spanning other processes is gathered whole (a collective: every
+    process takes part, and only an `active` one keeps the result).
+    Other backends' tensors come whole.
+    """
+    if isinstance(value, keras.Variable):
+        value = value.value
+    if keras.backend.backend() == "jax":
+        import jax
+
+        if isinstance(value, jax.Array):
+            if not value.is_fully_addressable:
+                whole = multihost.gather(value)
+                if active:
+                    yield (), whole
+                return
+            if not active:
+                return
+            for shard in value.addressable_shards:
+                if shard.replica_id == 0:
+                    yield shard.index, _host_copy(shard.data)
+            return
+    if active:
+        yield (), np.asarray(keras.ops.convert_to_numpy(value))
+
+
 class _ShardedWriter:
-    """Writes datasets into files of at most `max_bytes` each."""
+    """Writes datasets into files of at most `max_bytes` each.
+
+    Files are created exclusively (never through a link, never over an
+    existing file), and OSErrors name the file being written.
+    """
 
     def __init__(self, preset_dir, max_bytes, active=True):
         # Inactive writers (processes other than 0) only take part in the
         # gathers and write nothing.
         self.active = active
-        self.preset_dir = preset_dir
+        self.preset_dir = os.fspath(preset_dir) if active else None
         self.max_bytes = max_bytes
         self.sharded = max_bytes is not None
         self.files = []
@@ -121,6 +174,9 @@ class _ShardedWriter:
         self.weight_map = {}
         self._open_new()
 
+    def _path(self):
+        return os.path.join(self.preset_dir, self.filenames[-1])
+
     def _open_new(self):
         if not self.active:
             return
@@ -129,10 +185,20 @@ class _ShardedWriter:
         else:
             name = WEIGHTS_FILE
         if self.files:
-            self.files[-1].close()
-        self.files.append(h5py.File(os.path.join(self.preset_dir, name), "w"))
+            self._close_current()
         self.filenames.append(name)
+        try:
+            # "w-" creates with O_EXCL: a link at the name is never followed.
+            self.files.append(h5py.File(self._path(), "w-"))
+        except OSError as error:
+            raise _with_path(error, self._path()) from error
         self.current_bytes = 0
+
+    def _close_current(self):
+        try:
+            self.files[-1].close()
+        except OSError as error:
+            raise _with_path(error, self._path()) from error
 
     @property
     def current(self):
@@ -142,26 +208,38 @@ class _ShardedWriter:
         vars_path = _join(path, "vars")
         if not self.active:
             return vars_path
-        group = self.current.require_group(vars_path)
-        group.attrs["name"] = name
+        try:
+            group = self.current.require_group(vars_path)
+            group.attrs["name"] = name
+        except OSError as error:
+            raise _with_path(error, self._path()) from error
         return vars_path
 
     def write(self, vars_path, key, value):
+        """Writes `value` piece by piece; see `_host_pieces`."""
+        shape = tuple(int(d) for d in value.shape)
+        dtype = _numpy_dtype(value.dtype)
         if not self.active:
+            for _ in _host_pieces(value, active=False):
+                pass
             return
-        size = value.nbytes
+        size = math.prod(shape) * np.dtype(dtype).itemsize
         if (
             self.sharded
             and self.current_bytes
             and self.current_bytes + size > self.max_bytes
         ):
             self._open_new()
-        group = self.current.require_group(vars_path)
-        if _dtype_name(value) == "bfloat16":
-            dataset = group.create_dataset(key, data=value)
-            dataset.attrs["dtype"] = "bfloat16"
-        else:
-            group.create_dataset(key, data=value)
+        try:
+            group = self.current.require_group(vars_path)
+            dataset = group.create_dataset(key, shape=shape, dtype=dtype)
+            if np.dtype(dtype) == np.dtype(_numpy_dtype("bfloat16")):
+                dataset.attrs["dtype"] = "bfloat16"
+            for index, piece in _host_pieces(value):
+                dataset[index] = piece
+                del piece
+        except OSError as error:
+            raise _with_path(error, self._path()) from error
         self.current_bytes += size
         self.total_bytes += size
         filename = self.filenames[-1]
@@ -175,20 +253,37 @@ class _ShardedWriter:
     def close(self):
         if not self.active:
             return
-        self.current.close()
+        self._close_current()
         if self.sharded:
             index = {
                 "metadata": {"total_size": self.total_bytes},
                 "weight_map": self.weight_map,
             }
-            path = os.path.join(self.preset_dir, SHARDED_WEIGHTS_FILE)
-            with open(path, "w") as file:
-                json.dump(index, file, indent=4)
+            write_json(self.preset_dir, SHARDED_WEIGHTS_FILE, index)
+
+    def abort(self):
+        """Closes every file without raising (after an error)."""
+        for h5 in self.files:
+            with contextlib.suppress(Exception):
+                h5.close()
+
+
+def _with_path(error, path):
+    """`error` as an OSError of the same kind that names `path`."""
+    if getattr(error, "filename", None):
+        return error
+    reason = error.strerror or str(error)
+    if error.errno:
+        return OSError(error.errno, reason, path)
+    new = OSError(f"{reason} (writing {path})")
+    new.filename = path
+    return new
 
 
 def _remove_old_weights(preset_dir):
+    # `os.remove` of a link removes the link, not what it points to.
     for name in os.listdir(preset_dir):
-        if name in (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE) or _SHARD_FILE.match(
+        if name in (WEIGHTS_FILE, SHARDED_WEIGHTS_FILE) or SHARD_FILE.fullmatch(
             name
         ):
             os.remove(os.path.join(preset_dir, name))
@@ -213,12 +308,18 @@ def _numpy_dtype(dtype):
 
 
 def write_weights(model, preset_dir, max_shard_size=None):
-    """Writes the weights of `model` into `preset_dir`, one tensor at a time.
+    """Writes the weights of `model` into `preset_dir`, piece by piece.
 
-    Sharded variables are gathered one at a time, so the host holds at most
-    one whole tensor besides the model. In a JAX cluster every process must
-    call this (the gathers are collective) and only process 0 writes. LoRA
-    adapters are merged into their kernels, as Keras's `save_weights` does.
+    Each variable is written shard by shard as its devices hold it (a
+    tensor spanning other processes is gathered whole first), and no host
+    copy outlives its write, so besides the model the host holds at most
+    one tensor, and nothing once this returns. In a JAX cluster every
+    process must call this (the gathers are collective) and only process 0
+    writes. LoRA adapters are merged into their kernels, as Keras's
+    `save_weights` does. `save_to_preset` calls this on a fresh directory
+    that it swaps in only when complete; called directly, it replaces the
+    weight files in `preset_dir` (removing links, never writing through
+    them).
 
     Args:
         model: a built `keras.Model`.
@@ -229,6 +330,9 @@ def write_weights(model, preset_dir, max_shard_size=None):
 
     Returns:
         The list of files written.
+
+    Raises:
+        OSError: a file could not be written; the message names it.
     """
     total = weights_nbytes(model)
     max_bytes = None
@@ -248,10 +352,14 @@ def write_weights(model, preset_dir, max_shard_size=None):
                 continue
             slots = {}
             saveable.save_own_variables(slots)
-            for key, value in slots.items():
-                writer.write(vars_path, key, multihost.gather(value))
-    finally:
-        writer.close()
+            # One value at a time: a merged LoRA kernel is a new tensor,
+            # freed before the next is made.
+            for key in list(slots):
+                writer.write(vars_path, key, slots.pop(key))
+    except BaseException:
+        writer.abort()
+        raise
+    writer.close()
     written = list(writer.filenames)
     if writer.sharded:
         written.append(SHARDED_WEIGHTS_FILE)
@@ -261,17 +369,67 @@ def write_weights(model, preset_dir, max_shard_size=None):
 # === Reading ===
 
 
+def _small_string_attr(obj, key):
+    """The string attribute `key` of an h5 object, or None.
+
+    Only a scalar string is read, so an attribute crafted to be huge is
+    never loaded.
+    """
+    if key not in obj.attrs:
+        return None
+    attr = h5py.h5a.open(obj.id, key.encode())
+    if attr.shape not in ((), None) or attr.dtype.kind not in "SOU":
+        return None
+    value = obj.attrs[key]
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+    return value if isinstance(value, str) else None
+
+
 class _Entry:
-    """One dataset of a weights file: where it is, its shape and dtype."""
+    """One dataset of a weights file: where it is, its shape and dtype.
+
+    Raises:
+        PresetError: the dataset's bytes are not plain numbers stored in
+            this file: external raw storage, a virtual dataset, no
+            dataspace, or a string, compound, reference or other
+            non-numeric type.
+    """
 
     def __init__(self, filename, dataset):
         self.filename = filename
         self.key = dataset.name.lstrip("/")
+        where = self.describe()
+        if dataset.is_virtual:
+            raise PresetError(
+                f"{where} is a virtual dataset (its values come from other "
+                "files); preset weights must be stored in the file itself."
+            )
+        if dataset.external:
+            raise PresetError(
+                f"{where} keeps its values in external files "
+                f"({', '.join(repr(e[0]) for e in dataset.external)}); preset "
+                "weights must be stored in the file itself."
+            )
+        if dataset.shape is None:
+            raise PresetError(f"{where} has no dataspace (no values).")
         self.shape = tuple(int(d) for d in dataset.shape)
-        if dataset.attrs.get("dtype") == "bfloat16":
+        stored = dataset.dtype
+        if _small_string_attr(dataset, "dtype") == "bfloat16":
+            # Keras stores bfloat16 as 2-byte opaque values.
+            if stored.itemsize != 2 or stored.names or stored.kind not in "Vu":
+                raise PresetError(
+                    f"{where} is marked bfloat16 but stores {stored} values; "
+                    "bfloat16 weights are stored as 2-byte values."
+                )
             self.dtype = "bfloat16"
+        elif stored.kind in "biuf" and not stored.names:
+            self.dtype = keras.backend.standardize_dtype(stored)
         else:
-            self.dtype = keras.backend.standardize_dtype(dataset.dtype)
+            raise PresetError(
+                f"{where} holds non-numeric values ({stored}); weights must "
+                "be booleans, integers or floats."
+            )
 
     def describe(self):
         return f"{self.filename}:{self.key}"
@@ -283,42 +441,57 @@ def _is_training_state(owner):
     return owner.split("/", 1)[0] == "optimizer"
 
 
+_LINK_KINDS = {
+    h5py.h5l.TYPE_SOFT: "a soft link",
+    h5py.h5l.TYPE_EXTERNAL: "an external link (to another file)",
+}
+
+
 class WeightsFile:
     """The datasets of a preset's weights, keyed by layer path and slot.
 
+    Every file is opened through `PresetDirectory` (a regular file inside
+    the directory, never a link) and every object in it must be reached by
+    a plain (hard) link; each dataset's shape and dtype are read, never its
+    values, until `read`.
+
     Args:
-        preset_dir: a directory holding `model.weights.h5`, or
-            `model.weights.json` and the files it lists.
+        preset_dir: a directory (a path or an open `PresetDirectory`)
+            holding `model.weights.h5`, or `model.weights.json` and the
+            files it lists.
 
     Raises:
-        PresetError: no weights, an unreadable (e.g. truncated) file, or a
-            file whose layers cannot be told apart by name.
+        PresetError: no weights, a link, an unreadable (e.g. truncated)
+            file, soft or external links, datasets stored outside the file
+            or not numeric (see `_Entry`), or layers that cannot be told
+            apart by name.
     """
 
     def __init__(self, preset_dir):
-        self.preset_dir = preset_dir
-        index_path = os.path.join(preset_dir, SHARDED_WEIGHTS_FILE)
-        if os.path.isfile(index_path):
-            filenames = self._shard_filenames(index_path)
-        elif os.path.isfile(os.path.join(preset_dir, WEIGHTS_FILE)):
-            filenames = [WEIGHTS_FILE]
-        else:
-            raise PresetError(
-                f"The preset {preset_dir} has no weights: neither "
-                f"{WEIGHTS_FILE} nor {SHARDED_WEIGHTS_FILE} exists. Pass "
-                "load_weights=False to build it with random weights."
-            )
+        self.preset_dir = os.fspath(preset_dir)
         self.files = {}
-        try:
-            for filename in filenames:
-                self.files[filename] = self._open(filename)
-            self.entries = self._index()
-        except BaseException:
-            self.close()
-            raise
+        with open_preset_directory(preset_dir) as directory:
+            if directory.exists(SHARDED_WEIGHTS_FILE):
+                filenames = self._shard_filenames(directory)
+            elif directory.exists(WEIGHTS_FILE):
+                filenames = [WEIGHTS_FILE]
+            else:
+                raise PresetError(
+                    f"The preset {self.preset_dir} has no weights: neither "
+                    f"{WEIGHTS_FILE} nor {SHARDED_WEIGHTS_FILE} exists. Pass "
+                    "load_weights=False to build it with random weights."
+                )
+            try:
+                for filename in filenames:
+                    self.files[filename] = self._open(directory, filename)
+                self.entries = self._index()
+            except BaseException:
+                self.close()
+                raise
 
-    def _shard_filenames(self, index_path):
-        index = read_json(index_path, SHARDED_WEIGHTS_FILE)
+    def _shard_filenames(self, directory):
+        index_path = directory.join(SHARDED_WEIGHTS_FILE)
+        index = directory.read_json(SHARDED_WEIGHTS_FILE)
         weight_map = (
             index.get("weight_map") if isinstance(index, dict) else None
         )
@@ -330,33 +503,48 @@ class WeightsFile:
         names = []
         for value in weight_map.values():
             for name in value if isinstance(value, list) else [value]:
-                if not isinstance(name, str) or os.path.basename(name) != name:
-                    raise PresetError(
-                        f"{index_path} lists {name!r}; weight files must be "
-                        "plain file names inside the preset directory."
-                    )
+                check_file_name(name, index_path)
                 if name not in names:
                     names.append(name)
         return names
 
-    def _open(self, filename):
-        path = os.path.join(self.preset_dir, filename)
-        if not os.path.isfile(path):
+    def _open(self, directory, filename):
+        try:
+            return directory.open_h5(filename)
+        except FileNotFoundError:
             raise PresetError(
-                f"The preset's weights are incomplete: {path} does not exist"
+                "The preset's weights are incomplete: "
+                f"{directory.join(filename)} does not exist"
                 + (
                     f" (listed in {SHARDED_WEIGHTS_FILE})."
                     if filename != WEIGHTS_FILE
                     else "."
                 )
-            )
-        try:
-            return h5py.File(path, "r")
-        except OSError as error:
+            ) from None
+
+    def _path(self, filename):
+        return os.path.join(self.preset_dir, filename)
+
+    def _check_links(self, filename, h5):
+        bad = []
+
+        def visit(name, info):
+            # Raising inside h5py's low-level visit is not propagated
+            # cleanly: record the link and stop.
+            if info.type != h5py.h5l.TYPE_HARD:
+                bad.append((name.decode("utf-8", "replace"), info.type))
+                return True
+            return None
+
+        h5.id.links.visit(visit, info=True)
+        if bad:
+            name, kind = bad[0]
+            kind = _LINK_KINDS.get(kind, "a user-defined link")
             raise PresetError(
-                f"{path} cannot be read as an HDF5 weights file (truncated "
-                f"or corrupt?): {error}."
-            ) from error
+                f"{filename}:{name} is {kind}. Preset weights may only be "
+                "reached by plain links inside their file, so no other file "
+                "is ever read."
+            )
 
     def _index(self):
         names = {}
@@ -368,11 +556,9 @@ class WeightsFile:
                 owner, _, slot = key.rpartition("/vars/")
                 is_vars = key == "vars" or key.endswith("/vars")
                 if isinstance(item, h5py.Group) and is_vars:
-                    name = item.attrs.get("name")
+                    name = _small_string_attr(item, "name")
                     owner_path = key[: -len("vars")].rstrip("/")
-                    if isinstance(name, bytes):
-                        name = name.decode()
-                    if isinstance(name, str):
+                    if name is not None:
                         names[owner_path] = name
                 elif (
                     isinstance(item, h5py.Dataset)
@@ -382,11 +568,12 @@ class WeightsFile:
                     datasets[(owner, int(slot))] = _Entry(filename, item)
 
             try:
+                self._check_links(filename, h5)
                 h5.visititems(visit)
             except (OSError, RuntimeError) as error:
                 raise PresetError(
-                    f"{h5.filename} cannot be read (truncated or corrupt?): "
-                    f"{error}."
+                    f"{self._path(filename)} cannot be read (truncated or "
+                    f"corrupt?): {error}."
                 ) from error
 
         entries = {}
@@ -413,7 +600,11 @@ class WeightsFile:
         return "/".join(chain)
 
     def read(self, entry, index=()):
-        """Reads `entry` (or the `index` slices of it) as a numpy array."""
+        """Reads `entry` (or the `index` slices of it) as a numpy array.
+
+        Only call this on entries whose shape was checked against the
+        model (`check_weights`): that shape sizes the read.
+        """
         dataset = self.files[entry.filename][entry.key]
         try:
             value = dataset[index] if index else dataset[()]
@@ -578,16 +769,128 @@ def check_weights(model, weights):
     return pairs
 
 
-def _device_value(weights, entry, variable):
+_ALLOW_NONFINITE = (
+    "Pass allow_nonfinite=True to from_preset (or to load_weights / "
+    "build_from_preset_weights) to load them anyway."
+)
+
+
+class LossyConversionWarning(UserWarning):
+    """Preset weights loaded into a dtype that cannot hold them exactly."""
+
+
+def _float_info(dtype):
+    dtype = _numpy_dtype(dtype)
+    if np.dtype(dtype) == np.dtype(_numpy_dtype("bfloat16")):
+        import ml_dtypes
+
+        return ml_dtypes.finfo(dtype)
+    if np.issubdtype(dtype, np.floating):
+        return np.finfo(dtype)
+    return None
+
+
+def _is_lossy(source, target):
+    """Whether casting `source` values to `target` can change them."""
+    if source == target:
+        return False
+    source_info, target_info = _float_info(source), _float_info(target)
+    if source_info is None or target_info is None:
+        return False
+    # Fewer mantissa bits round; a smaller exponent range overflows.
+    return (
+        target_info.nmant < source_info.nmant
+        or target_info.maxexp < source_info.maxexp
+    )
+
+
+def _warn_lossy(pairs, preset_dir, stacklevel):
+    lossy = [
+        (variable, entry)
+        for variable, entry in pairs
+        if _is_lossy(entry.dtype, _dtype_name(variable))
+    ]
+    if not lossy:
+        return
+    targets = sorted({_dtype_name(v) for v, _ in lossy})
+    sources = sorted({e.dtype for _, e in lossy})
+    listed = [f"{v.path} ({e.dtype} in the file)" for v, e in lossy]
+    warnings.warn(
+        f"{len(lossy)} weight(s) of {preset_dir} are rounded to the "
+        f"backbone's narrower dtype ({', '.join(targets)}) as they load:\n"
+        f"{_listing(listed)}\nBuild the backbone in the file's dtype "
+        f"(from_preset(..., dtype={sources[-1]!r})) to keep every bit.",
+        LossyConversionWarning,
+        stacklevel=stacklevel + 1,
+    )
+
+
+def _is_float(dtype):
+    return np.dtype(dtype) == np.dtype(
+        _numpy_dtype("bfloat16")
+    ) or np.issubdtype(dtype, np.floating)
+
+
+def _check_finite(value, variable, entry):
+    """Raises PresetError if `value` (read for `variable`) has NaN or Inf.
+
+    Two reductions and no temporary array: a NaN makes both the minimum
+    and the maximum NaN, an infinity is one of them.
+    """
+    if value.size == 0 or not _is_float(value.dtype):
+        return
+    with np.errstate(invalid="ignore", over="ignore"):
+        if np.isfinite(value.min()) and np.isfinite(value.max()):
+            return
+        count = int(value.size - np.count_nonzero(np.isfinite(value)))
+    cast = (
+        f" once cast to {_dtype_name(variable)}"
+        if entry.dtype != _dtype_name(variable)
+        else ""
+    )
+    raise PresetError(
+        f"{variable.path}: {entry.describe()} holds {count:,} NaN or "
+        f"infinite value(s){cast}; nothing was loaded. {_ALLOW_NONFINITE}"
+    )
+
+
+def _read_checked(weights, entry, variable, index=(), allow_nonfinite=False):
+    """Reads `entry` (or its `index` slices) in `variable`'s dtype, checked."""
+    value = weights.read(entry, index)
+    with np.errstate(over="ignore"):
+        value = value.astype(_numpy_dtype(variable.dtype), copy=False)
+    if not allow_nonfinite:
+        _check_finite(value, variable, entry)
+    return value
+
+
+def _scan_values(weights, entry, variable, block_bytes=64 * 1024**2):
+    """Checks that `entry` is finite in `variable`'s dtype, block by block."""
+    if not _is_float(_numpy_dtype(variable.dtype)):
+        return
+    if not entry.shape:
+        _read_checked(weights, entry, variable)
+        return
+    # At most `block_bytes` of float64 per block.
+    rows = max(1, block_bytes // max(math.prod(entry.shape[1:]) * 8, 1))
+    for start in range(0, entry.shape[0], rows):
+        index = (slice(start, min(start + rows, entry.shape[0])),)
+        _read_checked(weights, entry, variable, index)
+
+
+def _device_value(weights, entry, variable, allow_nonfinite=False):
     """A variable's value read from the file, placed as its layout says.
 
     On JAX each device's slice is read on its own, straight into that
     device's buffer (the previous slice is kept, so replicated dimensions
-    are read once); on other backends the tensor is read whole.
+    are read once); on other backends the tensor is read whole. Every
+    slice is cast to the variable's dtype and, unless `allow_nonfinite`,
+    checked for NaN and Inf.
     """
-    dtype = _numpy_dtype(variable.dtype)
     if keras.backend.backend() != "jax":
-        return weights.read(entry).astype(dtype, copy=False)
+        return _read_checked(
+            weights, entry, variable, allow_nonfinite=allow_nonfinite
+        )
     import jax
     from keras.distribution import TensorLayout
 
@@ -604,7 +907,9 @@ def _device_value(weights, entry, variable):
         if last.get("key") != key:
             last.clear()
             last["key"] = key
-            last["value"] = weights.read(entry, index).astype(dtype, copy=False)
+            last["value"] = _read_checked(
+                weights, entry, variable, index, allow_nonfinite
+            )
         return last["value"]
 
     return jax.make_array_from_callback(
@@ -630,36 +935,49 @@ def _forget_deferred(model):
         pending[:] = [v for v in pending if id(v) not in ours]
 
 
-def build_from_preset_weights(backbone_cls, config, preset_dir, verbose=False):
+def build_from_preset_weights(
+    backbone_cls, config, preset_dir, verbose=False, allow_nonfinite=False
+):
     """Builds a backbone whose variables are created from a preset's weights.
 
     The backbone is built with deferred variables (nothing is allocated),
-    its weights are checked against the files, and each variable is then
-    created from its tensor, slice by slice on its devices under the
-    active layout. No random initialization happens and the host never
-    holds more than one tensor besides the model.
+    its weights are checked against the files (shapes and dtypes, before
+    any value is read), and each variable is then created from its
+    tensor, slice by slice on its devices under the active layout. No
+    random initialization happens and the host never holds more than one
+    tensor besides the model. A weight holding NaN or Inf is an error
+    unless `allow_nonfinite`; one loaded into a narrower float dtype is
+    rounded, with a `LossyConversionWarning` naming it.
 
     Args:
         backbone_cls: the backbone class (its `from_config` takes
             `verify_layout=False` to defer the check of its layout until
             its variables have values).
         config: dict of constructor arguments.
-        preset_dir: the preset directory.
+        preset_dir: the preset directory (a path or an open
+            `PresetDirectory`).
         verbose: bool, show a progress bar.
+        allow_nonfinite: bool, load NaN and Inf values instead of raising.
 
     Returns:
         The backbone, verified against its layout plan when sharded.
 
     Raises:
-        PresetError: see `WeightsFile` and `check_weights`.
+        PresetError: see `WeightsFile` and `check_weights`, and NaN or Inf
+            values.
     """
     with WeightsFile(preset_dir) as weights:
         with keras.StatelessScope(initialize_variables=False):
             model = backbone_cls.from_config(config, verify_layout=False)
         try:
             pairs = check_weights(model, weights)
-            for variable, entry in _with_progress(pairs, preset_dir, verbose):
-                variable._initialize(_device_value(weights, entry, variable))
+            # Warn at the caller of `from_preset`.
+            _warn_lossy(pairs, weights.preset_dir, stacklevel=3)
+            progress = _with_progress(pairs, weights.preset_dir, verbose)
+            for variable, entry in progress:
+                variable._initialize(
+                    _device_value(weights, entry, variable, allow_nonfinite)
+                )
                 variable._initializer = None
             # Variables no file holds (e.g. random seed states) start as
             # their initializers say.
@@ -674,21 +992,34 @@ def build_from_preset_weights(backbone_cls, config, preset_dir, verbose=False):
     return model
 
 
-def load_weights(model, preset_dir, verbose=False):
+def load_weights(model, preset_dir, verbose=False, allow_nonfinite=False):
     """Loads a preset's weights into an already built `model`.
 
-    Every weight is checked before any is assigned; on JAX each variable's
-    new value is read slice by slice into the devices that hold it.
+    Every weight is checked before any is assigned: shapes and dtypes
+    first, then (unless `allow_nonfinite`) every value for NaN and Inf,
+    block by block, so a bad file leaves `model` as it was. On JAX each
+    variable's new value is then read slice by slice into the devices that
+    hold it.
 
     Args:
         model: the built backbone.
-        preset_dir: the preset directory.
+        preset_dir: the preset directory (a path or an open
+            `PresetDirectory`).
         verbose: bool, show a progress bar.
+        allow_nonfinite: bool, load NaN and Inf values instead of raising.
 
     Raises:
-        PresetError: see `WeightsFile` and `check_weights`.
+        PresetError: see `WeightsFile` and `check_weights`, and NaN or Inf
+            values.
     """
     with WeightsFile(preset_dir) as weights:
         pairs = check_weights(model, weights)
-        for variable, entry in _with_progress(pairs, preset_dir, verbose):
-            variable.assign(_device_value(weights, entry, variable))
+        _warn_lossy(pairs, weights.preset_dir, stacklevel=2)
+        if not allow_nonfinite:
+            for variable, entry in pairs:
+                _scan_values(weights, entry, variable)
+        progress = _with_progress(pairs, weights.preset_dir, verbose)
+        for variable, entry in progress:
+            variable.assign(
+                _device_value(weights, entry, variable, allow_nonfinite=True)
+            )
