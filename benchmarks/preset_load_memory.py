@@ -1,20 +1,33 @@
-"""Peak host memory of loading a ~1 GB preset into a (1, 8) mesh.
+"""Peak host memory of saving and loading a ~1 GB preset, (1, 8) and unsharded.
 
-Writes a Llama-shaped preset of about 1 GB (float32, heads that divide 8, so
-the plan shards everything), then loads it in a fresh process on 8 fake CPU
-devices, where device memory is host memory. Reports the loading process's
-peak RSS over its RSS just before loading, against the goal: the model's
-size plus its largest tensor, plus 10%. The same is measured for Keras's own
-`load_weights` on the same sharded backbone, which reads each tensor whole
-before placing it.
+Builds a Llama-shaped backbone of about 1 GB (float32, heads that divide 8,
+so the plan shards everything) and measures, each in a fresh process on 8
+fake CPU devices (where device memory is host memory):
+
+- `save_to_preset` from a backbone sharded on a (1, 8) mesh and from an
+  unsharded one: peak RSS over the RSS just before the save (the model is
+  already there), against the goal of 1.1 x the largest tensor, and the RSS
+  left after it returns (goal: back to the model's size, growth ~0). Keras's
+  `save_weights` of the same sharded backbone is the reference.
+- `Backbone.from_preset` into a (1, 8) mesh and unsharded: peak RSS over the
+  RSS before loading, against 1.1 x (model + largest tensor). Keras's
+  `load_weights` into the sharded backbone, which reads each tensor whole
+  before placing it, is the reference.
+
+Peaks are the kernel's high-water mark (VmHWM), reset just before the
+measured call, so they cover exactly that call. Every row is measured in
+the same run, side by side. Before a save the backbone's config is
+serialized once: Keras's serializer imports TensorFlow (when installed) the
+first time, a one-time ~0.4 GiB of code that does not depend on the model.
 
 Run: python benchmarks/preset_load_memory.py [--layers 3] [--keep DIR]
 """
 
 import argparse
+import gc
 import json
 import os
-import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,6 +41,7 @@ CONFIG = dict(
     num_key_value_heads=8,
     tie_word_embeddings=False,
 )
+GIB = 1024**3
 
 
 def _setup():
@@ -37,57 +51,122 @@ def _setup():
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
 
 
-def _rss_bytes():
+def _status(field):
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
-def _peak_rss_bytes():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def _reset_peak():
+    # Linux: writing 5 resets VmHWM to the current RSS.
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
 
 
-def write_preset(path, layers):
-    _setup()
-    from keras_nlp.models import Llama3Backbone
-
-    backbone = Llama3Backbone(num_layers=layers, **CONFIG)
-    backbone.save_to_preset(path)
-    largest = max(int(v.value.nbytes) for v in backbone.weights)
-    total = sum(int(v.value.nbytes) for v in backbone.weights)
-    return {"bytes": total, "largest_bytes": largest}
-
-
-def load_preset(path, method):
-    """Runs in a fresh process: loads `path` under (1, 8), reports RSS."""
-    _setup()
+def _distribution(sharded):
     import keras
 
     from keras_nlp.models import Backbone
 
+    if not sharded:
+        return None
     devices = keras.distribution.list_devices()
     mesh = keras.distribution.DeviceMesh((1, 8), ("batch", "model"), devices)
-    distribution = keras.distribution.ModelParallel(
+    return keras.distribution.ModelParallel(
         layout_map=Backbone.get_layout_map(mesh), batch_dim_name="batch"
     )
-    before = _rss_bytes()
+
+
+def _build(layers, sharded):
+    import jax
+
+    from keras_nlp.models import Llama3Backbone
+
+    distribution = _distribution(sharded)
+    if distribution is None:
+        backbone = Llama3Backbone(num_layers=layers, **CONFIG)
+    else:
+        with distribution.scope():
+            backbone = Llama3Backbone(num_layers=layers, **CONFIG)
+    # Initializers run asynchronously: wait, or the RSS "before" the save
+    # would miss part of the model.
+    jax.block_until_ready([v.value for v in backbone.weights])
+    return backbone
+
+
+def _sizes(backbone):
+    sizes = [int(v.value.nbytes) for v in backbone.weights]
+    return {"bytes": sum(sizes), "largest_bytes": max(sizes)}
+
+
+def save(path, layers, method, sharded):
+    """Runs in a fresh process: builds, then saves `path`; reports RSS."""
+    _setup()
+    backbone = _build(layers, sharded)
+    # Keras's serializer imports TensorFlow (when installed) the first time
+    # a config is serialized: a one-time ~0.4 GiB, whatever the model.
+    backbone.get_config()
+    gc.collect()
+    before = _status("VmRSS")
+    _reset_peak()
     start = time.perf_counter()
-    with distribution.scope():
+    if method == "keras_nlp":
+        backbone.save_to_preset(path)
+    else:
+        os.makedirs(path, exist_ok=True)
+        backbone.save_weights(os.path.join(path, "model.weights.h5"))
+    seconds = time.perf_counter() - start
+    peak = _status("VmHWM")
+    gc.collect()
+    return {
+        "rss_before": before,
+        "peak_rss": peak,
+        "rss_after": _status("VmRSS"),
+        "seconds": seconds,
+        **_sizes(backbone),
+    }
+
+
+def load(path, method, sharded):
+    """Runs in a fresh process: loads `path`; reports RSS."""
+    _setup()
+    import jax
+
+    from keras_nlp.models import Backbone
+
+    distribution = _distribution(sharded)
+    scope = distribution.scope() if distribution else _nothing()
+    gc.collect()
+    before = _status("VmRSS")
+    _reset_peak()
+    start = time.perf_counter()
+    with scope:
         if method == "keras_nlp":
             backbone = Backbone.from_preset(path)
         else:
             backbone = Backbone.from_preset(path, load_weights=False)
             backbone.load_weights(os.path.join(path, "model.weights.h5"))
+    jax.block_until_ready([v.value for v in backbone.weights])
     seconds = time.perf_counter() - start
+    peak = _status("VmHWM")
+    gc.collect()
     return {
-        "method": method,
         "rss_before": before,
-        "peak_rss": _peak_rss_bytes(),
+        "peak_rss": peak,
+        "rss_after": _status("VmRSS"),
         "seconds": seconds,
-        "memory_ratio": backbone.layout_plan.memory_ratio,
+        **_sizes(backbone),
     }
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return False
 
 
 def _child(function, *args):
@@ -103,6 +182,16 @@ def _child(function, *args):
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
+def _row(name, measured, model, largest, goal):
+    growth = measured["peak_rss"] - measured["rss_before"]
+    left = measured["rss_after"] - measured["rss_before"]
+    print(
+        f"| {name} | {growth / GIB:.3f} | {growth / largest:.2f} | "
+        f"{growth / model:.3f} | {growth / goal:.3f} | {left / GIB:.3f} | "
+        f"{left / model:.3f} | {measured['seconds']:.1f} |"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=3)
@@ -114,34 +203,59 @@ def main():
         print(json.dumps(globals()[function](*rest)))
         return
 
-    directory = args.keep or tempfile.mkdtemp(prefix="preset_load_memory_")
-    sizes = _child("write_preset", directory, args.layers)
+    directory = args.keep or tempfile.mkdtemp(prefix="preset_memory_")
+    preset = os.path.join(directory, "preset")
+    scratch = os.path.join(directory, "scratch")
+    saves = {}
+    for label, method, sharded, path in [
+        ("`save_to_preset`, unsharded", "keras_nlp", False, scratch),
+        ("Keras `save_weights`, (1, 8)", "keras", True, scratch),
+        # Last, so the kept preset is the sharded save's.
+        ("`save_to_preset`, (1, 8)", "keras_nlp", True, preset),
+    ]:
+        shutil.rmtree(scratch, ignore_errors=True)
+        saves[label] = _child("save", path, args.layers, method, sharded)
+    shutil.rmtree(scratch, ignore_errors=True)
+    sizes = next(iter(saves.values()))
     model, largest = sizes["bytes"], sizes["largest_bytes"]
-    goal = 1.1 * (model + largest)
-    gib = 1024**3
     print(
-        f"preset: {model / gib:.3f} GiB ({args.layers} Llama-shaped layers), "
-        f"largest tensor {largest / gib:.3f} GiB; goal: peak RSS over the "
-        f"RSS before loading < 1.1 x (model + largest) = {goal / gib:.3f} GiB"
+        f"preset: {model / GIB:.3f} GiB ({args.layers} Llama-shaped layers), "
+        f"largest tensor {largest / GIB:.3f} GiB. Growth: peak RSS over the "
+        "RSS before the call; left: RSS after it returns over the RSS "
+        "before."
+    )
+    header = (
+        "| {} | peak growth (GiB) | / largest | / model | / goal | "
+        "left (GiB) | left / model | seconds |"
     )
     print()
+    save_goal = 1.1 * largest
     print(
-        "| loader | RSS before (GiB) | peak RSS (GiB) | growth (GiB) | "
-        "growth / model | growth / goal | seconds |"
+        f"Saving (the model is in memory before; goal: growth < 1.1 x "
+        f"largest = {save_goal / GIB:.3f} GiB, left ~0)"
     )
-    print("|---|---:|---:|---:|---:|---:|---:|")
-    for method in ("keras_nlp", "keras_load_weights"):
-        measured = _child("load_preset", directory, method)
-        growth = measured["peak_rss"] - measured["rss_before"]
-        print(
-            f"| {method} | {measured['rss_before'] / gib:.3f} | "
-            f"{measured['peak_rss'] / gib:.3f} | {growth / gib:.3f} | "
-            f"{growth / model:.3f} | {growth / goal:.3f} | "
-            f"{measured['seconds']:.1f} |"
-        )
+    print()
+    print(header.format("saver"))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, measured in saves.items():
+        _row(label, measured, model, largest, save_goal)
+    print()
+    load_goal = 1.1 * (model + largest)
+    print(
+        f"Loading (goal: growth < 1.1 x (model + largest) = "
+        f"{load_goal / GIB:.3f} GiB, left ~ the model)"
+    )
+    print()
+    print(header.format("loader"))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, method, sharded in [
+        ("`Backbone.from_preset`, (1, 8)", "keras_nlp", True),
+        ("`Backbone.from_preset`, unsharded", "keras_nlp", False),
+        ("random weights + Keras `load_weights`, (1, 8)", "keras", True),
+    ]:
+        measured = _child("load", preset, method, sharded)
+        _row(label, measured, model, largest, load_goal)
     if not args.keep:
-        import shutil
-
         shutil.rmtree(directory)
 
 
