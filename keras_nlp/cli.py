@@ -20,7 +20,10 @@ def _parser():
             "preset directory's config.json) against its real "
             "variable shapes on a mesh of the given shape (no devices are "
             "needed) and print the plan: per weight its shape, spec, shard "
-            "shape and the reason for the decision, then the totals."
+            "shape and the reason for the decision, then the totals. When "
+            "most of the model would be whole on every device, a warning "
+            "on stderr gives the per-device ratio and mesh shapes that "
+            "divide it."
         ),
     )
     plan.add_argument(
@@ -70,22 +73,116 @@ def _parser():
     return parser
 
 
+# The largest accelerator clusters have tens of thousands of chips; a mesh
+# beyond this is a typo (an extra zero), not a plan.
+MAX_DEVICES = 2**20
+# Warn when more than this share of the model's bytes is whole everywhere.
+REPLICATED_WARNING = 0.5
+_MAX_SUGGESTIONS = 4
+_MAX_CANDIDATES = 32
+
+
+def _check_mesh_size(mesh):
+    if mesh.num_devices > MAX_DEVICES:
+        raise ValueError(
+            f"The mesh {mesh} has {mesh.num_devices:,} devices; plans are "
+            f"made for at most {MAX_DEVICES:,}. Check the --mesh sizes "
+            "(one size per axis joined by 'x', e.g. 2x4)."
+        )
+
+
+def _axis_candidates(size):
+    """Sizes near `size` that tend to divide model dimensions."""
+    powers = {2**k for k in range(size.bit_length() + 1) if 2**k <= 2 * size}
+    divisors = {d for d in range(1, size + 1) if size % d == 0}
+    return sorted(powers | divisors)
+
+
+def _dividing_meshes(plan_for, mesh):
+    """Meshes with the same axes whose plan shards most of the model.
+
+    Shapes of at most twice the devices are tried, nearest in device
+    count first; returns `(MeshShape, plan)` pairs.
+    """
+    import itertools
+    import math
+
+    from keras_nlp.distribution import MeshShape
+
+    if mesh.num_devices > 4096:
+        return []  # too many divisors to try; the ratio says enough
+    sizes = [_axis_candidates(size) for size in mesh.shape]
+    shapes = [
+        shape
+        for shape in itertools.product(*sizes)
+        if 1 < math.prod(shape) <= 2 * mesh.num_devices and shape != mesh.shape
+    ]
+    shapes.sort(
+        key=lambda shape: (
+            abs(math.log(math.prod(shape) / mesh.num_devices)),
+            -math.prod(shape),
+            shape,
+        )
+    )
+    found = []
+    for shape in shapes[:_MAX_CANDIDATES]:
+        candidate = MeshShape(shape, mesh.axis_names)
+        plan = plan_for(candidate)
+        if plan.replicated_bytes_fraction <= REPLICATED_WARNING:
+            found.append((candidate, plan))
+            if len(found) == _MAX_SUGGESTIONS:
+                break
+    return found
+
+
+def _replication_warning(plan, plan_for):
+    """A warning when most of the model is whole on every device, or None."""
+    fraction = plan.replicated_bytes_fraction
+    if plan.num_devices == 1 or fraction <= REPLICATED_WARNING:
+        return None
+    shape = "x".join(str(size) for size in plan.mesh.shape)
+    text = (
+        f"warning: on mesh {plan.mesh}, {fraction:.0%} of the model's bytes "
+        "are held whole on every device: each device holds "
+        f"{plan.memory_ratio:.2f}x the ideal (total / {plan.num_devices} "
+        f"devices), because the model's dimensions do not divide the "
+        f"{shape} axis sizes."
+    )
+    found = _dividing_meshes(plan_for, plan.mesh)
+    if found:
+        listed = ", ".join(
+            f"{'x'.join(str(s) for s in mesh.shape)} (ratio "
+            f"{candidate.memory_ratio:.2f})"
+            for mesh, candidate in found
+        )
+        return f"{text} Mesh shapes that divide it: {listed}."
+    return (
+        f"{text} No mesh with these axes and up to twice the devices "
+        "shards most of it."
+    )
+
+
 def _plan(args):
     from keras_nlp.distribution import MeshShape
     from keras_nlp.models import Backbone
 
     axis_names = tuple(name.strip() for name in args.axis_names.split(","))
     mesh = MeshShape.parse(args.mesh, axis_names)
+    _check_mesh_size(mesh)
     data_axis = None if args.data_axis.lower() == "none" else args.data_axis
-    plan = Backbone.plan_layout(
-        mesh,
-        preset=args.preset,
-        model_parallel_dim_name=args.model_axis,
-        data_parallel_dim_name=data_axis,
-        strict=args.strict,
-        dtype=args.dtype,
-        lora_rank=args.lora_rank,
-    )
+
+    def plan_for(mesh, strict=False):
+        return Backbone.plan_layout(
+            mesh,
+            preset=args.preset,
+            model_parallel_dim_name=args.model_axis,
+            data_parallel_dim_name=data_axis,
+            strict=strict,
+            dtype=args.dtype,
+            lora_rank=args.lora_rank,
+        )
+
+    plan = plan_for(mesh, strict=args.strict)
     if args.json:
         print(plan.to_json())
     else:
@@ -94,6 +191,9 @@ def _plan(args):
         # Pipes and files get wide lines instead of wrapped weight paths.
         width = None if sys.stdout.isatty() else 220
         plan.print(console=Console(width=width), all_weights=args.all)
+    warning = _replication_warning(plan, plan_for)
+    if warning:
+        print(warning, file=sys.stderr)
 
 
 def main(argv=None):

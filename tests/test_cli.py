@@ -97,3 +97,30 @@ def test_module_entry_point_runs_offline():
     plan = json.loads(result.stdout)
     assert plan["total_params"] == 2_614_341_888
     assert plan["num_fallbacks"] == 52  # 4 key/value heads on 8 devices
+
+
+def test_mostly_replicated_plan_warns_with_meshes_that_divide(capsys):
+    assert main(["plan", "gemma_2b_en", "--mesh", "1x3", "--json"]) == 0
+    captured = capsys.readouterr()
+    # The JSON on stdout stays clean; the warning goes to stderr.
+    assert json.loads(captured.out)["replicated_bytes_fraction"] == 1.0
+    err = captured.err
+    assert err.startswith("warning: on mesh 1x3 (batch, model), 100% of the")
+    assert "each device holds 3.00x the ideal (total / 3 devices)" in err
+    assert "do not divide the 1x3 axis sizes" in err
+    assert "Mesh shapes that divide it: 1x4 (ratio 1.02), 2x2" in err
+    assert "1x2 (ratio 1.01)" in err
+
+
+def test_plan_that_shards_does_not_warn(capsys):
+    assert main(["plan", "gemma_2b_en", "--mesh", "1x2", "--json"]) == 0
+    assert capsys.readouterr().err == ""
+
+
+def test_absurd_mesh_is_an_error(capsys):
+    assert main(["plan", "gemma_2b_en", "--mesh", "1x100000000000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        "error: The mesh 1x100000000000 (batch, model) has 100,000,000,000 "
+        "devices; plans are made for at most 1,048,576."
+    )
