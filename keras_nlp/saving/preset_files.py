@@ -568,7 +568,10 @@ def staged_preset(target, active=True):
             _fsync(staging)
             old = _swap_in(staging, target, parent, name)
             staging = None
-            _fsync(parent)
+            # The new preset is in place: nothing after this may fail the
+            # save.
+            with contextlib.suppress(OSError):
+                _fsync(parent)
             if old is not None:
                 shutil.rmtree(old, ignore_errors=True)
     except OSError as error:

@@ -342,7 +342,8 @@ def test_float64_that_overflows_float32_is_an_error(preset, query):
         pytest.warns(LossyConversionWarning),
         pytest.raises(
             PresetError,
-            match=r"holds 1,024 NaN or infinite value\(s\) once cast to float32",
+            match=r"holds 1,024 NaN or infinite value\(s\) once cast to "
+            r"float32",
         ),
     ):
         Backbone.from_preset(str(preset))
