@@ -127,17 +127,11 @@ class _LooseRules(GemmaBackbone):
 
     @staticmethod
     def _layout_rules(config):
-        rules = GemmaBackbone._layout_rules(config)
         return [
             (r"decoder_block_\d+/attention/query/.*", (MODEL, DATA, None))
-            if "query|key|value" in pattern
+            if pattern.endswith("attention/query/kernel")
             else (pattern, *rest)
-            for pattern, *rest in rules
-        ] + [
-            (
-                r"decoder_block_\d+/attention/(key|value)/kernel",
-                (MODEL, DATA, None),
-            )
+            for pattern, *rest in GemmaBackbone._layout_rules(config)
         ]
 
 
