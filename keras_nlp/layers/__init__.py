@@ -4,6 +4,7 @@ from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import alibi_slopes
 from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.sparse_moe import ExpertBank
@@ -12,7 +13,10 @@ from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
 from keras_nlp.layers.token_and_position_embedding import (
     TokenAndPositionEmbedding,
 )
+from keras_nlp.layers.token_and_position_embedding import segment_embedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.layers.transformer_encoder import TransformerEncoderBlock
+from keras_nlp.layers.transformer_encoder import encoder_attention_mask
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
@@ -25,9 +29,13 @@ __all__ = [
     "RotaryEmbedding",
     "SparseMoE",
     "TokenAndPositionEmbedding",
+    "TransformerEncoderBlock",
     "ZeroCenteredRMSNormalization",
     "alibi_slopes",
     "decoder_attention_mask",
+    "encoder_attention_mask",
     "grouped_query_attention",
+    "named_dense",
+    "segment_embedding",
     "token_embedding",
 ]

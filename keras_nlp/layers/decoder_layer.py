@@ -5,8 +5,8 @@ import inspect
 import keras
 from keras import ops
 
-from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.layers.cached_attention import decoder_attention_mask
+from keras_nlp.layers.dense import named_dense
 
 # Feed-forward kernels: inputs (gate, intermediate) and output.
 FEEDFORWARD_INPUT_DIMS = ("hidden", "ffw")
@@ -194,20 +194,14 @@ class DecoderLayer(keras.layers.Layer):
         )
 
     def _dense(self, width, name, dims):
-        dense = keras.layers.EinsumDense(
-            "btd,df->btf",
-            output_shape=(None, width),
-            bias_axes="f" if self.use_bias else None,
-            # An unseeded Keras initializer fixes its seed when created and
-            # then draws the same values on every call: copy it per kernel.
-            kernel_initializer=self.kernel_initializer.__class__.from_config(
-                self.kernel_initializer.get_config()
-            ),
-            dtype=self.dtype_policy,
+        return named_dense(
+            width,
+            dims,
             name=name,
+            use_bias=self.use_bias,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
         )
-        input_dim, output_dim = dims
-        return declare_einsum_dims(dense, d=input_dim, f=output_dim)
 
     def build(self, input_shape):
         self.attention_norm.build(input_shape)

@@ -118,6 +118,7 @@ def attention_rules(
     use_bias=False,
     flat_output_kernel=False,
     heads_first=False,
+    hidden_if_heads_indivisible=False,
 ):
     """`CachedGroupedQueryAttention` weights under `prefix`.
 
@@ -126,6 +127,12 @@ def attention_rules(
     are replicated along it (the plan's reason names `kv_heads`). The
     layer's `flat_output_kernel` and `heads_first` options are passed on,
     as they change the kernels' orientation.
+
+    With `hidden_if_heads_indivisible=True` a kernel whose heads the model
+    axis does not divide puts its hidden dimension on both axes instead
+    (a head is still never split): the encoders' 12 heads on an 8-way axis
+    then cost 1/8 of the kernels per device instead of all of them, at
+    the price of an all-reduce of the projections.
     """
     names = {**DEFAULT_SUBLAYER_NAMES, **(sublayer_names or {})}
     query, key, value, output = (
@@ -133,21 +140,24 @@ def attention_rules(
     )
     output_kind = "flat_output" if flat_output_kernel else "output"
     layout = "heads_first_" if heads_first else ""
+    kernel_roles = [_HEADS_ON_MODEL]
+    if hidden_if_heads_indivisible:
+        kernel_roles.append({"hidden": (DATA, MODEL)})
     rules = [
         named_rule(
             prefix + f"{query}/kernel",
             KERNEL_DIMS[layout + "query"],
-            _HEADS_ON_MODEL,
+            *kernel_roles,
         ),
         named_rule(
             prefix + f"({key}|{value})/kernel",
             KERNEL_DIMS[layout + "key"],
-            _HEADS_ON_MODEL,
+            *kernel_roles,
         ),
         named_rule(
             prefix + f"{output}/kernel",
             KERNEL_DIMS[output_kind],
-            _HEADS_ON_MODEL,
+            *kernel_roles,
         ),
     ]
     if use_bias:

@@ -14,6 +14,7 @@ from keras_nlp.distribution.dims import declare_dims
 TOKEN_EMBEDDING_DIMS = ("vocab", "hidden")
 REVERSE_EMBEDDING_DIMS = ("hidden", "vocab")
 POSITION_EMBEDDING_DIMS = ("position", "hidden")
+SEGMENT_EMBEDDING_DIMS = ("segment", "hidden")
 
 
 def token_embedding(
@@ -63,6 +64,45 @@ def token_embedding(
         embeddings=TOKEN_EMBEDDING_DIMS,
         reverse_embeddings=REVERSE_EMBEDDING_DIMS,
     )
+
+
+def segment_embedding(
+    num_segments,
+    hidden_dim,
+    initializer="uniform",
+    dtype=None,
+    name="segment_embedding",
+):
+    """Keras's `Embedding` of segment (token type) ids, dimensions declared.
+
+    `embeddings` is `(segment, hidden)`: BERT-style encoders add one row
+    per segment id to the token embeddings.
+
+    Args:
+        num_segments: int. Rows of the table (distinct segment ids).
+        hidden_dim: int. Width of each embedding.
+        initializer: initializer of the table.
+        dtype: dtype or `keras.DTypePolicy`.
+        name: the layer name (the variable's path prefix).
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers import segment_embedding
+
+    segments = segment_embedding(2, 8)
+    segments(np.array([[0, 0, 1]], "int32")).shape  # (1, 3, 8)
+    ```
+    """
+    layer = keras.layers.Embedding(
+        input_dim=num_segments,
+        output_dim=hidden_dim,
+        embeddings_initializer=initializer,
+        dtype=dtype,
+        name=name,
+    )
+    return declare_dims(layer, embeddings=SEGMENT_EMBEDDING_DIMS)
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")

@@ -1,6 +1,7 @@
 """All keras_nlp backbones."""
 
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.bert.bert_backbone import BertBackbone
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
@@ -18,6 +19,7 @@ from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
 
 __all__ = [
     "Backbone",
+    "BertBackbone",
     "BloomBackbone",
     "FalconBackbone",
     "GPT2Backbone",

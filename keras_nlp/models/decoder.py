@@ -8,7 +8,7 @@ differences and then call it.
 
 import keras
 
-from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.functional import init_functional
 
 
 def init_decoder_graph(backbone, embed, blocks, final_norm, **kwargs):
@@ -35,15 +35,9 @@ def init_decoder_graph(backbone, embed, blocks, final_norm, **kwargs):
     x = embed(token_ids)
     for block in blocks:
         x = block(x, padding_mask=padding_mask)
-    dtype = kwargs.pop("dtype", None)
-    # Through Backbone's MRO: Keras swaps `Functional` into it on the first
-    # functional build, and must not do so twice.
-    super(Backbone, backbone).__init__(
+    init_functional(
+        backbone,
         inputs={"token_ids": token_ids, "padding_mask": padding_mask},
         outputs=final_norm(x),
         **kwargs,
     )
-    # Functional models drop `dtype`; the backbone's own policy is what
-    # `get_config` (and so a saved preset) records.
-    if dtype is not None:
-        backbone.dtype_policy = keras.dtype_policies.get(dtype)

@@ -79,17 +79,79 @@ def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
     return plan
 
 
-def random_inputs(vocabulary_size, batch=8, length=12, seed=0):
-    """Token ids with a left-padded first row, as a backbone input dict."""
+def random_inputs(
+    vocabulary_size,
+    batch=8,
+    length=12,
+    seed=0,
+    num_segments=None,
+    padding_mask=True,
+):
+    """Token ids with a left-padded first row, as a backbone input dict.
+
+    With `num_segments`, `segment_ids` too: the second half of each row in
+    segment 1 (ids wrap at `num_segments`). Without `padding_mask` (F-Net)
+    no row is padded.
+    """
     rng = np.random.default_rng(seed)
     token_ids = rng.integers(1, vocabulary_size, (batch, length))
-    padding_mask = np.ones((batch, length), "int32")
-    padding_mask[0, :3] = 0
-    token_ids[0, :3] = 0
-    return {
-        "token_ids": token_ids.astype("int32"),
-        "padding_mask": padding_mask,
-    }
+    inputs = {"token_ids": token_ids.astype("int32")}
+    if padding_mask:
+        mask = np.ones((batch, length), "int32")
+        mask[0, :3] = 0
+        inputs["token_ids"][0, :3] = 0
+        inputs["padding_mask"] = mask
+    if num_segments is not None:
+        segments = np.zeros((batch, length), "int32")
+        segments[:, length // 2 :] = 1 % num_segments
+        segments[1] = rng.integers(0, num_segments, length)
+        inputs["segment_ids"] = segments
+    return inputs
+
+
+def vocabulary_of(config):
+    """The vocabulary size of a config (ELECTRA calls it `vocab_size`)."""
+    return config.get("vocabulary_size", config.get("vocab_size"))
+
+
+def inputs_for(backbone, config, **kwargs):
+    """`random_inputs` with exactly the inputs `backbone` takes."""
+    names = set(backbone.input)
+    return random_inputs(
+        vocabulary_of(config),
+        num_segments=(
+            config.get("num_segments", 2) if "segment_ids" in names else None
+        ),
+        padding_mask="padding_mask" in names,
+        **kwargs,
+    )
+
+
+def output_arrays(outputs):
+    """A backbone's outputs as `{name: NumPy array}`.
+
+    A single tensor (decoders, RoBERTa) is `{"sequence_output": ...}`.
+    """
+    if not isinstance(outputs, dict):
+        outputs = {"sequence_output": outputs}
+    return {k: keras.ops.convert_to_numpy(v) for k, v in outputs.items()}
+
+
+def assert_outputs_close(actual, expected, atol=1e-5, rtol=None):
+    """Equal output names, values within `atol` (`0`: bit-identical)."""
+    actual, expected = output_arrays(actual), output_arrays(expected)
+    assert sorted(actual) == sorted(expected)
+    for name, value in expected.items():
+        if atol == 0:
+            np.testing.assert_array_equal(actual[name], value, err_msg=name)
+        else:
+            np.testing.assert_allclose(
+                actual[name],
+                value,
+                atol=atol,
+                rtol=atol if rtol is None else rtol,
+                err_msg=name,
+            )
 
 
 def copy_weights_by_path(source, target, seed=0):
@@ -133,6 +195,25 @@ def assert_matches_oracle(ours, oracle, inputs, atol=1e-5):
         actual[real], expected[real], atol=atol, rtol=atol
     )
     return float(np.max(np.abs(actual[real] - expected[real])))
+
+
+def assert_encoder_matches_oracle(ours, oracle, inputs, atol=1e-5):
+    """Like `assert_matches_oracle`, on every output and every position.
+
+    In an encoder a padded query still attends to the real keys, so its
+    output is defined: padded positions are compared too.
+
+    Returns:
+        The largest absolute difference over all outputs.
+    """
+    copy_weights_by_path(oracle, ours)
+    expected = output_arrays(oracle(inputs))
+    actual = output_arrays(ours(inputs))
+    assert_outputs_close(actual, expected, atol=atol)
+    return max(
+        float(np.max(np.abs(actual[name] - value)))
+        for name, value in expected.items()
+    )
 
 
 def randomized(backbone_cls, config, seed=0):

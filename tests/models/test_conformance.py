@@ -31,12 +31,15 @@ import numpy as np
 import pytest
 
 from keras_nlp.models import Backbone
+from tests.models.backbone_checks import assert_outputs_close
 from tests.models.backbone_checks import assert_same_weights
+from tests.models.backbone_checks import inputs_for
 from tests.models.backbone_checks import make_mesh
-from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import spec_of
 from tests.models.backbone_checks import weights_by_path
 from tests.models.tiny_configs import DECODER
+from tests.models.tiny_configs import ENCODER
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import all_tiny_configs
 from tests.models.tiny_configs import backbone_class
@@ -76,7 +79,7 @@ _COMPILED = {}
 
 
 def forward(backbone, inputs):
-    """`backbone(inputs)` as NumPy; call it in the backbone's scope.
+    """`backbone(inputs)` as `output_arrays`; call it in its scope.
 
     On JAX the forward pass runs as one compiled program, as `predict`
     runs it (`stateless_call` under `jax.jit`, kept per backbone): an eager
@@ -84,7 +87,7 @@ def forward(backbone, inputs):
     times slower on these tiny models.
     """
     if keras.backend.backend() != "jax":
-        return numpy(backbone(inputs))
+        return output_arrays(backbone(inputs))
     import jax
 
     if id(backbone) not in _COMPILED:
@@ -93,7 +96,7 @@ def forward(backbone, inputs):
             jax.jit(lambda t, n, x: backbone.stateless_call(t, n, x)[0]),
         )
     _, compiled = _COMPILED[id(backbone)]
-    return numpy(
+    return output_arrays(
         compiled(
             [v.value for v in backbone.trainable_variables],
             [v.value for v in backbone.non_trainable_variables],
@@ -130,7 +133,7 @@ class Reference:
     backbone: Backbone
     weights: dict
     inputs: dict
-    outputs: np.ndarray
+    outputs: dict
 
 
 @functools.cache
@@ -146,7 +149,7 @@ def reference(name, config_name):
             variable.assign(
                 rng.normal(0.0, 0.5, value.shape).astype(value.dtype)
             )
-    inputs = random_inputs(config["vocabulary_size"])
+    inputs = inputs_for(backbone, config)
     return Reference(
         backbone_cls,
         config,
@@ -252,16 +255,24 @@ def test_config_round_trip(case):
         (v.path, tuple(v.shape)) for v in ref.backbone.weights
     ]
     clone.set_weights(ref.backbone.get_weights())
-    np.testing.assert_array_equal(forward(clone, ref.inputs), ref.outputs)
+    assert_outputs_close(forward(clone, ref.inputs), ref.outputs, atol=0)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_output_shape(case):
     ref = reference(*case)
     batch, length = ref.inputs["token_ids"].shape
-    assert ref.outputs.shape == (batch, length, ref.config["hidden_dim"])
-    assert set(ref.backbone.input) == {"token_ids", "padding_mask"}
-    assert np.all(np.isfinite(ref.outputs))
+    hidden_dim = ref.config["hidden_dim"]
+    expected = {"sequence_output": (batch, length, hidden_dim)}
+    if TINY_CONFIGS[case[0]].pooled:
+        expected["pooled_output"] = (batch, hidden_dim)
+    assert {k: v.shape for k, v in ref.outputs.items()} == expected
+    expected_inputs = {"token_ids", "padding_mask"}
+    if TINY_CONFIGS[case[0]].kind == ENCODER:
+        expected_inputs = set(TINY_CONFIGS[case[0]].inputs)
+    assert set(ref.backbone.input) == expected_inputs
+    for value in ref.outputs.values():
+        assert np.all(np.isfinite(value))
 
 
 # Each dtype compiles every op again: one config per class.
@@ -272,9 +283,9 @@ def test_bfloat16_weights_and_outputs(name):
     assert {
         keras.backend.standardize_dtype(v.dtype) for v in backbone.weights
     } == {"bfloat16"}
-    outputs = forward(backbone, ref.inputs)
-    assert keras.backend.standardize_dtype(outputs.dtype) == "bfloat16"
-    assert np.all(np.isfinite(outputs.astype("float32")))
+    for value in forward(backbone, ref.inputs).values():
+        assert keras.backend.standardize_dtype(value.dtype) == "bfloat16"
+        assert np.all(np.isfinite(value.astype("float32")))
 
 
 # === 4-5. Sharded builds follow their plan and give the same outputs ===
@@ -301,7 +312,7 @@ def test_sharded_output_equals_unsharded(case, mesh_shape):
     with distribution.scope():
         outputs = forward(backbone, ref.inputs)
     # Same weights; a sharded forward pass only reorders float sums.
-    np.testing.assert_allclose(outputs, ref.outputs, atol=ATOL, rtol=ATOL)
+    assert_outputs_close(outputs, ref.outputs, atol=ATOL)
 
 
 # === 6. LoRA under a mesh ===
@@ -325,9 +336,9 @@ def test_lora_under_a_mesh(case):
         backbone.lora_target_names
     )
     assert len(adapters) == 2 * len(targets)
-    assert len(targets) == ref.config["num_layers"] * len(
-        backbone.lora_target_names
-    )
+    assert len(targets) == TINY_CONFIGS[case[0]].distinct_blocks(
+        ref.config
+    ) * len(backbone.lora_target_names)
     # A (..., rank) shares the kernel's input dims' layout; B (rank, out)
     # its output dim's.
     for target in targets:
@@ -340,7 +351,7 @@ def test_lora_under_a_mesh(case):
             assert not np.any(numpy(variables[path].value)), path
     with distribution.scope():
         outputs = forward(backbone, ref.inputs)
-    np.testing.assert_allclose(outputs, ref.outputs, atol=ATOL, rtol=ATOL)
+    assert_outputs_close(outputs, ref.outputs, atol=ATOL)
 
 
 # === 7. Preset round trips ===
@@ -365,7 +376,7 @@ def test_preset_round_trip(case, presets):
     assert type(loaded) is ref.backbone_cls
     assert loaded.get_config() == ref.backbone.get_config()
     assert_same_weights(loaded, ref.weights)
-    np.testing.assert_array_equal(forward(loaded, ref.inputs), ref.outputs)
+    assert_outputs_close(forward(loaded, ref.inputs), ref.outputs, atol=0)
     # Keras's own `load_weights` reads the file by its h5 keys, so the keys
     # are exactly the ones Keras (and keras-hub) write.
     keras_loaded = ref.backbone_cls(**ref.config)
@@ -391,7 +402,7 @@ def test_preset_saved_on_one_mesh_loads_on_another(
         loaded = Backbone.from_preset(str(path))
         assert loaded.layout_plan is None
         assert_same_weights(loaded, ref.weights)
-        np.testing.assert_array_equal(forward(loaded, ref.inputs), ref.outputs)
+        assert_outputs_close(forward(loaded, ref.inputs), ref.outputs, atol=0)
         return
     distribution = distribution_for(Backbone, target_mesh)
     with distribution.scope():
@@ -401,7 +412,7 @@ def test_preset_saved_on_one_mesh_loads_on_another(
     assert_same_weights(loaded, ref.weights)
     with distribution.scope():
         outputs = forward(loaded, ref.inputs)
-    np.testing.assert_allclose(outputs, ref.outputs, atol=ATOL, rtol=ATOL)
+    assert_outputs_close(outputs, ref.outputs, atol=ATOL)
 
 
 # === 8. Decoders: causality and padding ===
@@ -415,21 +426,20 @@ def test_a_later_token_does_not_change_earlier_outputs(case):
     changed["token_ids"][:, position] = (
         changed["token_ids"][:, position] % (ref.config["vocabulary_size"] - 1)
     ) + 1
-    outputs = forward(ref.backbone, changed)
+    outputs = forward(ref.backbone, changed)["sequence_output"]
+    expected = ref.outputs["sequence_output"]
     # Real tokens only: a padded query attends to no real key, so its
     # output is undefined (some kernels average every value, later ones
     # too).
     earlier = real_tokens(ref.inputs)[:, :position]
     np.testing.assert_allclose(
         outputs[:, :position][earlier],
-        ref.outputs[:, :position][earlier],
+        expected[:, :position][earlier],
         atol=1e-6,
         rtol=0,
     )
     for row in range(len(outputs)):
-        assert not np.allclose(
-            outputs[row, position], ref.outputs[row, position]
-        )
+        assert not np.allclose(outputs[row, position], expected[row, position])
 
 
 @pytest.mark.parametrize("case", DECODER_CASES, ids=case_id)
@@ -449,7 +459,7 @@ def test_padding_leaves_real_tokens_unchanged(case):
     padded["padding_mask"][0, real] = 1
     padded["token_ids"][1, : len(tokens)] = tokens
     padded["padding_mask"][1] = 1
-    outputs = forward(ref.backbone, padded)
+    outputs = forward(ref.backbone, padded)["sequence_output"]
     np.testing.assert_allclose(
         outputs[0, real], outputs[1, : len(tokens)], atol=ATOL, rtol=ATOL
     )

@@ -22,6 +22,10 @@ ENCODER = "encoder"
 _SMALL = dict(vocabulary_size=96, num_layers=2, hidden_dim=32)
 
 
+def _num_layers(config):
+    return config["num_layers"]
+
+
 @dataclasses.dataclass(frozen=True)
 class Enrolment:
     """How a backbone class takes part in the shared checks.
@@ -35,12 +39,20 @@ class Enrolment:
             the real tokens' outputs unchanged: `"left"` when positions are
             relative (RoPE, ALiBi), `"right"` when learned absolute
             positions count from the first slot, as in keras-hub.
+        inputs: the backbone's input names.
+        pooled: whether the outputs are `{"sequence_output",
+            "pooled_output"}` rather than one tensor.
+        distinct_blocks: config -> number of distinct blocks (each with
+            its own weights); ALBERT shares blocks across layers.
     """
 
     module: str
     configs: dict
     kind: str = DECODER
     invisible_padding: str = "left"
+    inputs: tuple = ("token_ids", "padding_mask")
+    pooled: bool = False
+    distinct_blocks: object = _num_layers
 
 
 # Shared by the configs of a family; each entry says what it adds.
@@ -58,6 +70,12 @@ _GEMMA3 = dict(
     use_post_attention_norm=True,
     use_sliding_window_attention=True,
     sliding_window_size=4,
+)
+# BERT, ALBERT, ELECTRA: segments in, a pooled output out.
+_BERT_LIKE = dict(
+    kind=ENCODER,
+    inputs=("token_ids", "segment_ids", "padding_mask"),
+    pooled=True,
 )
 # Non-default options whose config must round-trip.
 _ROPE_OPTIONS = dict(
@@ -467,6 +485,41 @@ TINY_CONFIGS = {
                 feedforward_dropout_rate=0.2,
             ),
         },
+    ),
+    "BertBackbone": Enrolment(
+        "keras_nlp.models.bert.bert_backbone",
+        {
+            # A vocabulary that divides only by 2, like the uncased 30522.
+            "tiny": dict(
+                _SMALL,
+                vocabulary_size=98,
+                num_heads=4,
+                intermediate_dim=64,
+                max_sequence_length=32,
+            ),
+            # bert_tiny_en_uncased: 2 heads, which the model axes 4 and 8
+            # do not divide; non-default options.
+            "two_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=98,
+                num_heads=2,
+                hidden_dim=32,
+                intermediate_dim=64,
+                max_sequence_length=16,
+                num_segments=3,
+                dropout=0.0,
+            ),
+            # bert_base: 12 heads, which an 8-way axis does not divide.
+            "twelve_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=98,
+                num_heads=12,
+                hidden_dim=96,
+                intermediate_dim=128,
+                max_sequence_length=16,
+            ),
+        },
+        **_BERT_LIKE,
     ),
 }
 

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from keras_nlp.models import Backbone
+from tests.models.backbone_checks import inputs_for
 from tests.models.backbone_checks import make_mesh
-from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import output_arrays
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import tiny
 
@@ -56,7 +57,21 @@ def by_path_without_auto_suffixes(model):
 
 
 def real_tokens(inputs, outputs):
-    return np.asarray(outputs)[np.asarray(inputs["padding_mask"]).astype(bool)]
+    """Each output at the real tokens (a padded query's is undefined)."""
+    outputs = output_arrays(outputs)
+    if "padding_mask" not in inputs:
+        return outputs
+    real = np.asarray(inputs["padding_mask"]).astype(bool)
+    sequence = outputs.pop("sequence_output")
+    return {"sequence_output": sequence[real], **outputs}
+
+
+def assert_same_outputs(actual, expected):
+    assert sorted(actual) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(
+            actual[name], value, atol=2e-5, rtol=2e-5, err_msg=name
+        )
 
 
 def test_every_class_both_libraries_have_is_covered():
@@ -69,10 +84,10 @@ def test_keras_hub_preset_loads_with_the_same_outputs(name, tmp_path):
     config, oracle = keras_hub_preset(name, tmp_path)
     ours = Backbone.from_preset(str(tmp_path))
     assert type(ours).__name__ == name
-    inputs = random_inputs(config["vocabulary_size"], batch=2, length=10)
-    expected = real_tokens(inputs, keras.ops.convert_to_numpy(oracle(inputs)))
-    actual = real_tokens(inputs, keras.ops.convert_to_numpy(ours(inputs)))
-    np.testing.assert_allclose(actual, expected, atol=2e-5, rtol=2e-5)
+    inputs = inputs_for(ours, config, batch=2, length=10)
+    assert_same_outputs(
+        real_tokens(inputs, ours(inputs)), real_tokens(inputs, oracle(inputs))
+    )
     # Every weight came from the file, equal to keras-hub's.
     theirs = by_path_without_auto_suffixes(oracle)
     mine = by_path_without_auto_suffixes(ours)
@@ -89,7 +104,11 @@ def test_keras_hub_preset_loads_with_the_same_outputs(name, tmp_path):
 @pytest.mark.multi_device
 @pytest.mark.parametrize(
     "name, mesh_shape",
-    [("GemmaBackbone", (1, 8)), ("Llama3Backbone", (2, 4))],
+    [
+        ("GemmaBackbone", (1, 8)),
+        ("Llama3Backbone", (2, 4)),
+        ("BertBackbone", (1, 8)),
+    ],
 )
 def test_sharded_keras_hub_preset_loads_into_shards(name, mesh_shape, tmp_path):
     # Tiny shards force keras-hub to write the sharded-weights variant.
@@ -101,17 +120,11 @@ def test_sharded_keras_hub_preset_loads_into_shards(name, mesh_shape, tmp_path):
         layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
         batch_dim_name="batch",
     )
-    inputs = random_inputs(config["vocabulary_size"], batch=8, length=10)
     with distribution.scope():
         ours = backbone_cls.from_preset(str(tmp_path))
-        actual = keras.ops.convert_to_numpy(ours(inputs))
-    expected = keras.ops.convert_to_numpy(oracle(inputs))
-    np.testing.assert_allclose(
-        real_tokens(inputs, actual),
-        real_tokens(inputs, expected),
-        atol=2e-5,
-        rtol=2e-5,
-    )
+        inputs = inputs_for(ours, config, batch=8, length=10)
+        actual = real_tokens(inputs, ours(inputs))
+    assert_same_outputs(actual, real_tokens(inputs, oracle(inputs)))
     planned = {w.path: w.spec for w in ours.layout_plan.weights}
     for variable in ours.weights:
         spec = tuple(variable.value.sharding.spec)
