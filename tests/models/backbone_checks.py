@@ -79,6 +79,33 @@ def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
     return plan
 
 
+# The encoders' goals (issue 14): per-device parameters / ideal.
+ENCODER_RATIO_GOALS = {2: 1.05, 8: 1.25}
+
+
+def assert_encoder_preset_meets_goals(backbone_cls, preset, mesh_shape):
+    """An encoder preset's plan: efficient, its fallbacks named, goals met.
+
+    Per-device parameters are within 5% of the ideal on a 2-way model axis
+    and 25% on an 8-way one; every fallback names the dimension that did
+    not divide; a kernel shards its heads dimension only on whole heads.
+
+    Returns:
+        The `LayoutPlan`.
+    """
+    plan = assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape)
+    goal = ENCODER_RATIO_GOALS.get(mesh_shape[1])
+    if goal is not None:
+        assert plan.memory_ratio <= goal, (
+            f"{preset} on {mesh_shape}: ratio {plan.memory_ratio:.3f} > {goal}"
+        )
+    for weight in plan.fallbacks:
+        for fallback in weight.fallbacks:
+            assert fallback.dim_name, (weight.path, weight.reason)
+            assert fallback.dim_name in weight.reason
+    return plan
+
+
 def random_inputs(
     vocabulary_size,
     batch=8,
