@@ -7,12 +7,11 @@ import keras
 import numpy as np
 import pytest
 
+import keras_nlp.layers
+import keras_nlp.models
 from keras_nlp.distribution import LayoutPlan
 from keras_nlp.distribution import MeshShape
-from keras_nlp.layers import grouped_query_attention
-from keras_nlp.layers import token_embedding
 from keras_nlp.models import Backbone
-from keras_nlp.models import GemmaBackbone
 
 pytestmark = pytest.mark.multi_device
 
@@ -20,12 +19,15 @@ DOCUMENTED = {
     "Backbone.get_layout_map": Backbone.get_layout_map,
     "Backbone.from_preset": Backbone.from_preset,
     "Backbone.save_to_preset": Backbone.save_to_preset,
-    "GemmaBackbone": GemmaBackbone,
     "MeshShape": MeshShape,
     "LayoutPlan": LayoutPlan,
-    "grouped_query_attention": grouped_query_attention,
-    "token_embedding": token_embedding,
 }
+# Every exported layer and every backbone with an example of its own.
+for _module in (keras_nlp.layers, keras_nlp.models):
+    for _name in _module.__all__:
+        _obj = getattr(_module, _name)
+        if _obj is not Backbone and "```python" in (_obj.__doc__ or ""):
+            DOCUMENTED[_name] = _obj
 
 
 def example_code(obj):
