@@ -19,6 +19,7 @@ def init_encoder_graph(
     pooler=None,
     segment_ids=True,
     padding_mask=True,
+    block_kwargs=None,
     **kwargs,
 ):
     """Wires and initializes the functional model of an encoder stack.
@@ -38,6 +39,9 @@ def init_encoder_graph(
             output.
         segment_ids: bool. Take a `segment_ids` input.
         padding_mask: bool. Take a `padding_mask` input.
+        block_kwargs: optional callable `hidden -> dict`, called once on
+            the embedded hidden states: extra keyword arguments passed to
+            every block call (DeBERTa's relative-position table).
         **kwargs: forwarded to `keras.Model.__init__` (`dtype`, `name`).
     """
     inputs = {
@@ -52,11 +56,12 @@ def init_encoder_graph(
             shape=(None,), dtype="int32", name="padding_mask"
         )
     x = embed(inputs["token_ids"], inputs.get("segment_ids"))
+    extra = block_kwargs(x) if block_kwargs else {}
     for block in blocks:
         if padding_mask:
-            x = block(x, padding_mask=inputs["padding_mask"])
+            x = block(x, padding_mask=inputs["padding_mask"], **extra)
         else:
-            x = block(x)
+            x = block(x, **extra)
     outputs = x
     if pooler is not None:
         outputs = {"sequence_output": x, "pooled_output": pooler(x[:, 0, :])}
