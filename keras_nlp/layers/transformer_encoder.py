@@ -62,6 +62,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
         sublayer_names: optional dict overriding the names
             (`attention_norm`, `feedforward_norm`, `intermediate`,
             `output`), which are the variable paths.
+        mixing_output_dropout: bool. `False` applies `dropout` to the
+            feed-forward branch only (F-Net: nothing drops the Fourier
+            transform's output). Defaults to `True`.
         **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -103,6 +106,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         bias_initializer="zeros",
         sublayer_names=None,
+        mixing_output_dropout=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -125,6 +129,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.sublayer_names = dict(sublayer_names or {})
+        self.mixing_output_dropout = mixing_output_dropout
         names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
 
         self.attention_norm = self._norm(names["attention_norm"])
@@ -173,9 +178,9 @@ class TransformerEncoderBlock(keras.layers.Layer):
         mixed = self.mixing(
             inputs, attention_mask=mask, training=training, **mixing_kwargs
         )
-        x = self.attention_norm(
-            inputs + self.mixing_dropout(mixed, training=training)
-        )
+        if self.mixing_output_dropout:
+            mixed = self.mixing_dropout(mixed, training=training)
+        x = self.attention_norm(inputs + mixed)
         fed = self.output_dense(self.intermediate_dense(x))
         return self.feedforward_norm(
             x + self.feedforward_dropout(fed, training=training)
@@ -201,6 +206,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
                     self.bias_initializer
                 ),
                 "sublayer_names": self.sublayer_names,
+                "mixing_output_dropout": self.mixing_output_dropout,
             }
         )
         return config

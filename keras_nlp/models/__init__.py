@@ -1,8 +1,13 @@
 """All keras_nlp backbones."""
 
+from keras_nlp.models.albert.albert_backbone import AlbertBackbone
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bert.bert_backbone import BertBackbone
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
+from keras_nlp.models.deberta_v3.deberta_v3_backbone import DebertaV3Backbone
+from keras_nlp.models.distil_bert.distil_bert_backbone import DistilBertBackbone
+from keras_nlp.models.electra.electra_backbone import ElectraBackbone
+from keras_nlp.models.f_net.f_net_backbone import FNetBackbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
@@ -16,11 +21,18 @@ from keras_nlp.models.opt.opt_backbone import OPTBackbone
 from keras_nlp.models.phi3.phi3_backbone import Phi3Backbone
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
+from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
+from keras_nlp.models.xlm_roberta.xlm_roberta_backbone import XLMRobertaBackbone
 
 __all__ = [
+    "AlbertBackbone",
     "Backbone",
     "BertBackbone",
     "BloomBackbone",
+    "DebertaV3Backbone",
+    "DistilBertBackbone",
+    "ElectraBackbone",
+    "FNetBackbone",
     "FalconBackbone",
     "GPT2Backbone",
     "GPTNeoXBackbone",
@@ -34,4 +46,6 @@ __all__ = [
     "Phi3Backbone",
     "Qwen3Backbone",
     "QwenBackbone",
+    "RobertaBackbone",
+    "XLMRobertaBackbone",
 ]

@@ -521,6 +521,210 @@ TINY_CONFIGS = {
         },
         **_BERT_LIKE,
     ),
+    "AlbertBackbone": Enrolment(
+        "keras_nlp.models.albert.albert_backbone",
+        {
+            # 2 groups of 2 distinct blocks, each group run twice (8 block
+            # calls, 4 blocks of weights); embeddings narrower than hidden.
+            "tiny": dict(
+                _SMALL,
+                num_layers=4,
+                num_heads=4,
+                embedding_dim=16,
+                intermediate_dim=64,
+                num_groups=2,
+                num_inner_repetitions=2,
+                max_sequence_length=32,
+            ),
+            # albert_base_en_uncased: one block shared by every layer, 12
+            # heads (which an 8-way axis does not divide), a vocabulary
+            # that divides by 16 like 30000; non-default dropout.
+            "shared_twelve_heads": dict(
+                _ONE_BLOCK,
+                num_layers=2,
+                num_heads=12,
+                embedding_dim=16,
+                hidden_dim=96,
+                intermediate_dim=128,
+                max_sequence_length=16,
+                dropout=0.1,
+            ),
+        },
+        distinct_blocks=lambda c: (
+            c.get("num_groups", 1) * c.get("num_inner_repetitions", 1)
+        ),
+        **_BERT_LIKE,
+    ),
+    "ElectraBackbone": Enrolment(
+        "keras_nlp.models.electra.electra_backbone",
+        {
+            # electra_small_discriminator_uncased_en: embeddings half the
+            # hidden width (projected), 4 heads, a vocabulary that divides
+            # only by 2 like 30522.
+            "tiny": dict(
+                vocab_size=98,
+                num_layers=2,
+                num_heads=4,
+                hidden_dim=32,
+                embedding_dim=16,
+                intermediate_dim=64,
+                max_sequence_length=32,
+            ),
+            # electra_base_discriminator_uncased_en: no projection, 12
+            # heads; non-default options.
+            "twelve_heads_unprojected": dict(
+                vocab_size=98,
+                num_layers=1,
+                num_heads=12,
+                hidden_dim=96,
+                embedding_dim=96,
+                intermediate_dim=128,
+                max_sequence_length=16,
+                num_segments=3,
+                dropout=0.0,
+            ),
+        },
+        **_BERT_LIKE,
+    ),
+    "RobertaBackbone": Enrolment(
+        "keras_nlp.models.roberta.roberta_backbone",
+        {
+            # An odd vocabulary, like 50265: no model axis divides it.
+            "tiny": dict(
+                _SMALL,
+                vocabulary_size=97,
+                num_heads=4,
+                intermediate_dim=64,
+                max_sequence_length=32,
+            ),
+            # roberta_base_en: 12 heads, which an 8-way axis does not
+            # divide, and the odd vocabulary; non-default dropout.
+            "twelve_heads_odd_vocab": dict(
+                _ONE_BLOCK,
+                vocabulary_size=97,
+                num_heads=12,
+                hidden_dim=96,
+                intermediate_dim=128,
+                max_sequence_length=16,
+                dropout=0.0,
+            ),
+        },
+        kind=ENCODER,
+    ),
+    "XLMRobertaBackbone": Enrolment(
+        "keras_nlp.models.xlm_roberta.xlm_roberta_backbone",
+        {
+            # A vocabulary that divides only by 2, like 250002.
+            "tiny": dict(
+                _SMALL,
+                vocabulary_size=98,
+                num_heads=4,
+                intermediate_dim=64,
+                max_sequence_length=32,
+            ),
+            # xlm_roberta_large_multi: 16 heads on the 2-only vocabulary.
+            "sixteen_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=98,
+                num_heads=16,
+                hidden_dim=64,
+                intermediate_dim=128,
+                max_sequence_length=16,
+            ),
+        },
+        kind=ENCODER,
+    ),
+    "DistilBertBackbone": Enrolment(
+        "keras_nlp.models.distil_bert.distil_bert_backbone",
+        {
+            # A vocabulary that divides only by 2, like the uncased 30522.
+            "tiny": dict(
+                _SMALL,
+                vocabulary_size=98,
+                num_heads=4,
+                intermediate_dim=64,
+                max_sequence_length=32,
+            ),
+            # distil_bert_base_en_uncased: 12 heads, which an 8-way axis
+            # does not divide; non-default dropout.
+            "twelve_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=98,
+                num_heads=12,
+                hidden_dim=96,
+                intermediate_dim=128,
+                max_sequence_length=16,
+                dropout=0.0,
+            ),
+        },
+        kind=ENCODER,
+    ),
+    "FNetBackbone": Enrolment(
+        "keras_nlp.models.f_net.f_net_backbone",
+        {
+            # No heads, no mask; a vocabulary divisible by 32 like 32000.
+            "tiny": dict(
+                _SMALL,
+                intermediate_dim=64,
+                max_sequence_length=32,
+                num_segments=4,
+            ),
+            # f_net_base_en: a hidden width of 3 x 2^k like 768, so the
+            # Fourier transform's hidden axis is not a power of two;
+            # non-default options.
+            "hidden_3x16": dict(
+                _ONE_BLOCK,
+                hidden_dim=48,
+                intermediate_dim=192,
+                max_sequence_length=16,
+                num_segments=2,
+                dropout=0.0,
+            ),
+        },
+        kind=ENCODER,
+        inputs=("token_ids", "segment_ids"),
+        pooled=True,
+    ),
+    "DebertaV3Backbone": Enrolment(
+        "keras_nlp.models.deberta_v3.deberta_v3_backbone",
+        {
+            # Offsets beyond bucket_size // 2 = 2 share log buckets in the
+            # 12-token inputs.
+            "tiny": dict(
+                _SMALL,
+                num_heads=4,
+                intermediate_dim=64,
+                max_sequence_length=16,
+                bucket_size=4,
+            ),
+            # deberta_v3_extra_small_en: 6 heads, which the model axes 4
+            # and 8 do not divide; a vocabulary that divides by 4 but not
+            # 8 like 128100. Inputs longer than max_sequence_length: far
+            # offsets clip to the last bucket. Non-default dropout.
+            "six_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=100,
+                num_heads=6,
+                hidden_dim=48,
+                intermediate_dim=64,
+                max_sequence_length=8,
+                bucket_size=4,
+                dropout=0.0,
+            ),
+            # deberta_v3_base_en: 12 heads, which an 8-way axis does not
+            # divide.
+            "twelve_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=100,
+                num_heads=12,
+                hidden_dim=96,
+                intermediate_dim=128,
+                max_sequence_length=16,
+                bucket_size=8,
+            ),
+        },
+        kind=ENCODER,
+    ),
 }
 
 

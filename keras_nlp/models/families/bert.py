@@ -106,6 +106,7 @@ def build_bert_style(
     max_sequence_length,
     activation,
     initializer,
+    bias_initializer="zeros",
     layer_norm_epsilon=1e-12,
     num_segments=None,
     embedding_dim=None,
@@ -134,6 +135,8 @@ def build_bert_style(
         activation: str, the feed-forward activation.
         initializer: initializer of every table and kernel (copied for
             each).
+        bias_initializer: initializer of the projection's and pooler's
+            biases (F-Net: random, like its kernels).
         layer_norm_epsilon: float. Epsilon of every LayerNorm.
         num_segments: int, or `None` for no segment embedding and no
             `segment_ids` input.
@@ -207,6 +210,7 @@ def build_bert_style(
             hidden_dim,
             PROJECTION_DIMS,
             kernel_initializer=initializer,
+            bias_initializer=bias_initializer,
             dtype=dtype,
             name=projection_name,
         )
@@ -248,6 +252,7 @@ def build_bert_style(
             POOLED_DIMS,
             activation="tanh",
             kernel_initializer=initializer,
+            bias_initializer=bias_initializer,
             dtype=dtype,
             name="pooled_dense",
         )
