@@ -59,12 +59,16 @@ def test_not_json(preset):
 
 
 def test_unknown_class(preset):
+    # keras-hub's image segmentation backbone, which this library lacks.
     edit_config(
-        preset, lambda d: d.update(registered_name="keras_hub>BertBackbone")
+        preset,
+        lambda d: d.update(
+            class_name="SAMBackbone", registered_name="keras_hub>SAMBackbone"
+        ),
     )
     with pytest.raises(
         PresetError,
-        match=r"is for 'keras_hub>BertBackbone'.*not a keras_nlp backbone.*"
+        match=r"is for 'keras_hub>SAMBackbone'.*not a keras_nlp backbone.*"
         r"GemmaBackbone",
     ):
         Backbone.from_preset(str(preset))
