@@ -88,7 +88,7 @@ def assert_encoder_preset_meets_goals(backbone_cls, preset, mesh_shape):
 
     Per-device parameters are within 5% of the ideal on a 2-way model axis
     and 25% on an 8-way one; every fallback names the dimension that did
-    not divide; a kernel shards its heads dimension only on whole heads.
+    not divide, and only attention biases fall back (by their heads).
 
     Returns:
         The `LayoutPlan`.
@@ -99,10 +99,15 @@ def assert_encoder_preset_meets_goals(backbone_cls, preset, mesh_shape):
         assert plan.memory_ratio <= goal, (
             f"{preset} on {mesh_shape}: ratio {plan.memory_ratio:.3f} > {goal}"
         )
+    num_heads = backbone_cls.presets[preset].get("num_heads")
     for weight in plan.fallbacks:
         for fallback in weight.fallbacks:
             assert fallback.dim_name, (weight.path, weight.reason)
             assert fallback.dim_name in weight.reason
+        # Only biases of heads the model axis does not divide fall back:
+        # their kernels take the hidden alternative instead.
+        assert weight.path.endswith("/bias"), weight.path
+        assert f"heads, size {num_heads})" in weight.reason, weight.reason
     return plan
 
 
@@ -241,6 +246,39 @@ def assert_encoder_matches_oracle(ours, oracle, inputs, atol=1e-5):
         float(np.max(np.abs(actual[name] - value)))
         for name, value in expected.items()
     )
+
+
+def unit_scale_oracle(class_name, config, seed=0, scales=None):
+    """keras-hub's `class_name` with unit-scale random weights.
+
+    Kernels draw from N(0, 1/fan_in) and every other weight from N(0, 1),
+    so attention is far from uniform and a wrong activation, position,
+    segment or epsilon shows in the outputs. `scales` maps a path prefix
+    to the standard deviation of the weights under it instead.
+    """
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    oracle = getattr(keras_hub.models, class_name)(**config)
+    rng = np.random.default_rng(seed)
+    for variable in oracle.weights:
+        scale = variable.shape[0] ** -0.5 if len(variable.shape) > 1 else 1
+        for prefix, prefix_scale in (scales or {}).items():
+            if variable.path.startswith(prefix):
+                scale = prefix_scale
+        variable.assign(
+            rng.normal(0.0, scale, variable.shape).astype("float32")
+        )
+    return oracle
+
+
+def assert_dropout_in_training(ours, oracle, inputs):
+    """With the oracle's weights, training draws masks; inference doesn't."""
+    copy_weights_by_path(oracle, ours)
+    train = output_arrays(ours(inputs, training=True))["sequence_output"]
+    infer = output_arrays(ours(inputs, training=False))["sequence_output"]
+    assert np.all(np.isfinite(train))
+    assert not np.allclose(train, infer)
 
 
 def randomized(backbone_cls, config, seed=0):

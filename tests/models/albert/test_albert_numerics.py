@@ -1,7 +1,6 @@
 """Numerical parity of keras_nlp's ALBERT with keras-hub's (the oracle)."""
 
 import keras
-import keras_hub
 import numpy as np
 import pytest
 
@@ -9,6 +8,7 @@ from keras_nlp.models.albert.albert_backbone import AlbertBackbone
 from tests.models.backbone_checks import assert_encoder_matches_oracle
 from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import unit_scale_oracle
 
 # name -> (num_layers, num_groups, num_inner_repetitions, num_heads,
 # hidden_dim). The presets' one shared block with 12 heads (base), and
@@ -33,16 +33,7 @@ def make_pair(name, seed=0):
         num_inner_repetitions=inner,
         max_sequence_length=16,
     )
-    keras.utils.set_random_seed(seed)
-    oracle = keras_hub.models.AlbertBackbone(**config)
-    # Unit-scale weights, so that attention is far from uniform and a
-    # block applied out of order shows.
-    rng = np.random.default_rng(seed)
-    for variable in oracle.weights:
-        scale = variable.shape[0] ** -0.5 if len(variable.shape) > 1 else 1
-        variable.assign(
-            rng.normal(0.0, scale, variable.shape).astype("float32")
-        )
+    oracle = unit_scale_oracle("AlbertBackbone", config, seed)
     inputs = random_inputs(96, num_segments=2)
     return oracle, AlbertBackbone(**config), inputs
 

@@ -1,15 +1,15 @@
 """Numerical parity of keras_nlp's BERT with keras-hub's (the oracle)."""
 
 import keras
-import keras_hub
 import numpy as np
 import pytest
 
 from keras_nlp.models.bert.bert_backbone import BertBackbone
+from tests.models.backbone_checks import assert_dropout_in_training
 from tests.models.backbone_checks import assert_encoder_matches_oracle
-from tests.models.backbone_checks import copy_weights_by_path
 from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import unit_scale_oracle
 
 # name -> (num_heads, hidden_dim, intermediate_dim, num_segments). The
 # presets' 2 (tiny), 8 (small, medium) and 12 (base) heads.
@@ -31,16 +31,7 @@ def make_pair(name, seed=0):
         max_sequence_length=16,
         num_segments=num_segments,
     )
-    keras.utils.set_random_seed(seed)
-    oracle = keras_hub.models.BertBackbone(**config)
-    # Unit-scale weights, so that attention is far from uniform and a
-    # wrong activation, segment or position shows.
-    rng = np.random.default_rng(seed)
-    for variable in oracle.weights:
-        scale = variable.shape[0] ** -0.5 if len(variable.shape) > 1 else 1
-        variable.assign(
-            rng.normal(0.0, scale, variable.shape).astype("float32")
-        )
+    oracle = unit_scale_oracle("BertBackbone", config, seed)
     inputs = random_inputs(98, num_segments=num_segments)
     return oracle, BertBackbone(**config), inputs
 
@@ -54,11 +45,7 @@ def test_matches_keras_hub(name):
 
 def test_training_mode_draws_dropout_masks():
     oracle, ours, inputs = make_pair("heads2")
-    copy_weights_by_path(oracle, ours)
-    train = output_arrays(ours(inputs, training=True))
-    infer = output_arrays(ours(inputs, training=False))
-    assert np.all(np.isfinite(train["sequence_output"]))
-    assert not np.allclose(train["sequence_output"], infer["sequence_output"])
+    assert_dropout_in_training(ours, oracle, inputs)
 
 
 def swap_segments(model):

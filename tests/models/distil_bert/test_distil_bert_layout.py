@@ -18,13 +18,7 @@ ATTENTION = BLOCK + "self_attention_layer/"
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_plan_meets_the_goals(preset, mesh_shape):
-    plan = assert_encoder_preset_meets_goals(
-        DistilBertBackbone, preset, mesh_shape
-    )
-    num_heads = DistilBertBackbone.presets[preset]["num_heads"]
-    for weight in plan.fallbacks:
-        assert weight.path.endswith("/bias"), weight.path
-        assert f"heads, size {num_heads}" in weight.reason
+    assert_encoder_preset_meets_goals(DistilBertBackbone, preset, mesh_shape)
 
 
 def test_base_on_an_8_way_axis_shards_hidden_instead_of_heads():

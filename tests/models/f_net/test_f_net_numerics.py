@@ -1,17 +1,17 @@
 """Numerical parity of keras_nlp's F-Net with keras-hub's (the oracle)."""
 
 import keras
-import keras_hub
 import numpy as np
 import pytest
 from keras import ops
 
 from keras_nlp.models.f_net.f_net_backbone import FNetBackbone
 from keras_nlp.models.f_net.f_net_fourier_mixing import FNetFourierMixing
+from tests.models.backbone_checks import assert_dropout_in_training
 from tests.models.backbone_checks import assert_encoder_matches_oracle
-from tests.models.backbone_checks import copy_weights_by_path
 from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import unit_scale_oracle
 
 # name -> (hidden_dim, intermediate_dim, num_segments, sequence length).
 # The Fourier transform's two axes: powers of two, and 3 x 2^k like
@@ -33,16 +33,7 @@ def make_pair(name, seed=0, **overrides):
         num_segments=num_segments,
         **overrides,
     )
-    keras.utils.set_random_seed(seed)
-    oracle = keras_hub.models.FNetBackbone(**config)
-    # Unit-scale weights, so that a wrong activation, segment or
-    # transform shows.
-    rng = np.random.default_rng(seed)
-    for variable in oracle.weights:
-        scale = variable.shape[0] ** -0.5 if len(variable.shape) > 1 else 1
-        variable.assign(
-            rng.normal(0.0, scale, variable.shape).astype("float32")
-        )
+    oracle = unit_scale_oracle("FNetBackbone", config, seed)
     inputs = random_inputs(
         96, length=length, num_segments=num_segments, padding_mask=False
     )
@@ -58,11 +49,7 @@ def test_matches_keras_hub(name):
 
 def test_training_mode_draws_dropout_masks():
     oracle, ours, inputs = make_pair("hidden32_length12")
-    copy_weights_by_path(oracle, ours)
-    train = output_arrays(ours(inputs, training=True))
-    infer = output_arrays(ours(inputs, training=False))
-    assert np.all(np.isfinite(train["sequence_output"]))
-    assert not np.allclose(train["sequence_output"], infer["sequence_output"])
+    assert_dropout_in_training(ours, oracle, inputs)
 
 
 def test_the_fourier_branch_has_no_dropout():

@@ -3,16 +3,15 @@
 import functools
 
 import keras
-import keras_hub
 import numpy as np
 import pytest
 
 import keras_nlp.models
+from tests.models.backbone_checks import assert_dropout_in_training
 from tests.models.backbone_checks import assert_encoder_matches_oracle
 from tests.models.backbone_checks import assert_outputs_close
-from tests.models.backbone_checks import copy_weights_by_path
-from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import unit_scale_oracle
 
 # name -> (num_heads, hidden_dim, intermediate_dim). The presets' 12 (base)
 # and 16 (large) heads, and 2; an odd vocabulary like 50265.
@@ -47,16 +46,12 @@ def make_pair(
         intermediate_dim=intermediate_dim,
         max_sequence_length=16,
     )
-    keras.utils.set_random_seed(seed)
-    oracle = getattr(keras_hub.models, backbone_name)(**config)
-    rng = np.random.default_rng(seed)
-    for variable in oracle.weights:
-        scale = variable.shape[0] ** -0.5 if len(variable.shape) > 1 else 1
-        if embedding_scale and variable.path.startswith("embeddings/"):
-            scale = embedding_scale
-        variable.assign(
-            rng.normal(0.0, scale, variable.shape).astype("float32")
-        )
+    oracle = unit_scale_oracle(
+        backbone_name,
+        config,
+        seed,
+        scales={"embeddings/": embedding_scale} if embedding_scale else None,
+    )
     inputs = random_inputs(vocabulary_size)
     return oracle, getattr(keras_nlp.models, backbone_name)(**config), inputs
 
@@ -76,11 +71,7 @@ def test_matches_keras_hub_where_the_epsilon_matters():
 
 def test_training_mode_draws_dropout_masks():
     oracle, ours, inputs = make_pair("heads2")
-    copy_weights_by_path(oracle, ours)
-    train = output_arrays(ours(inputs, training=True))["sequence_output"]
-    infer = output_arrays(ours(inputs, training=False))["sequence_output"]
-    assert np.all(np.isfinite(train))
-    assert not np.allclose(train, infer)
+    assert_dropout_in_training(ours, oracle, inputs)
 
 
 def tanh_gelu(model):

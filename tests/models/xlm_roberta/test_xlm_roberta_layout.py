@@ -17,13 +17,7 @@ ATTENTION = "transformer_layer_1/self_attention_layer/"
 @pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
 @pytest.mark.parametrize("preset", PRESETS)
 def test_preset_plan_meets_the_goals(preset, mesh_shape):
-    plan = assert_encoder_preset_meets_goals(
-        XLMRobertaBackbone, preset, mesh_shape
-    )
-    num_heads = XLMRobertaBackbone.presets[preset]["num_heads"]
-    for weight in plan.fallbacks:
-        assert weight.path.endswith("/bias"), weight.path
-        assert f"heads, size {num_heads}" in weight.reason
+    assert_encoder_preset_meets_goals(XLMRobertaBackbone, preset, mesh_shape)
 
 
 # 250002 = 2 x 125001: the rows go on whichever axis has size 2.
