@@ -34,13 +34,11 @@ import pytest
 from keras_nlp.models import Backbone
 from tests.models.backbone_checks import assert_outputs_close
 from tests.models.backbone_checks import assert_same_weights
-from tests.models.backbone_checks import inputs_for
 from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import spec_of
 from tests.models.backbone_checks import weights_by_path
 from tests.models.tiny_configs import DECODER
-from tests.models.tiny_configs import ENCODER
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import all_tiny_configs
 from tests.models.tiny_configs import backbone_class
@@ -159,7 +157,7 @@ def reference(name, config_name):
             variable.assign(
                 rng.normal(0.0, 0.5, value.shape).astype(value.dtype)
             )
-    inputs = inputs_for(backbone, config)
+    inputs = TINY_CONFIGS[name].inputs_for(backbone, config)
     return Reference(
         backbone_cls,
         config,
@@ -271,16 +269,17 @@ def test_config_round_trip(case):
 @pytest.mark.parametrize("case", CASES, ids=case_id)
 def test_output_shape(case):
     ref = reference(*case)
-    batch, length = ref.inputs["token_ids"].shape
+    enrolment = TINY_CONFIGS[case[0]]
+    batch, length = 8, 12  # the inputs' default shape
     hidden_dim = ref.config["hidden_dim"]
-    expected = {"sequence_output": (batch, length, hidden_dim)}
-    if TINY_CONFIGS[case[0]].pooled:
-        expected["pooled_output"] = (batch, hidden_dim)
+    if enrolment.output_shapes is not None:
+        expected = enrolment.output_shapes(ref.config, batch, length)
+    else:
+        expected = {"sequence_output": (batch, length, hidden_dim)}
+        if enrolment.pooled:
+            expected["pooled_output"] = (batch, hidden_dim)
     assert {k: v.shape for k, v in ref.outputs.items()} == expected
-    expected_inputs = {"token_ids", "padding_mask"}
-    if TINY_CONFIGS[case[0]].kind == ENCODER:
-        expected_inputs = set(TINY_CONFIGS[case[0]].inputs)
-    assert set(ref.backbone.input) == expected_inputs
+    assert set(ref.backbone.input) == set(enrolment.inputs)
     for value in ref.outputs.values():
         assert np.all(np.isfinite(value))
 

@@ -42,8 +42,15 @@ class Enrolment:
         inputs: the backbone's input names.
         pooled: whether the outputs are `{"sequence_output",
             "pooled_output"}` rather than one tensor.
-        distinct_blocks: config -> number of distinct blocks (each with
-            its own weights); ALBERT shares blocks across layers.
+        distinct_blocks: config -> how many layers of each LoRA target
+            name there are (ALBERT shares blocks across layers; an
+            encoder-decoder has self- and cross-attention).
+        make_inputs: optional `(config, batch=8, length=12, seed=0) ->
+            dict` of NumPy inputs, for inputs other than token ids,
+            segment ids and a padding mask (encoder-decoders, images).
+        output_shapes: optional `(config, batch, length) -> {output name:
+            shape}`, for outputs other than `sequence_output` (and
+            `pooled_output`).
     """
 
     module: str
@@ -53,6 +60,17 @@ class Enrolment:
     inputs: tuple = ("token_ids", "padding_mask")
     pooled: bool = False
     distinct_blocks: object = _num_layers
+    make_inputs: object = None
+    output_shapes: object = None
+
+    def inputs_for(self, backbone, config, **kwargs):
+        """Random inputs for `backbone`: `make_inputs`, or token ids (and
+        segment ids and a padding mask) by the backbone's input names."""
+        if self.make_inputs is not None:
+            return self.make_inputs(config, **kwargs)
+        from tests.models.backbone_checks import inputs_for
+
+        return inputs_for(backbone, config, **kwargs)
 
 
 # Shared by the configs of a family; each entry says what it adds.

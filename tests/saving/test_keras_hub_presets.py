@@ -13,7 +13,6 @@ import numpy as np
 import pytest
 
 from keras_nlp.models import Backbone
-from tests.models.backbone_checks import inputs_for
 from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import output_arrays
 from tests.models.tiny_configs import TINY_CONFIGS
@@ -84,7 +83,7 @@ def test_keras_hub_preset_loads_with_the_same_outputs(name, tmp_path):
     config, oracle = keras_hub_preset(name, tmp_path)
     ours = Backbone.from_preset(str(tmp_path))
     assert type(ours).__name__ == name
-    inputs = inputs_for(ours, config, batch=2, length=10)
+    inputs = TINY_CONFIGS[name].inputs_for(ours, config, batch=2, length=10)
     assert_same_outputs(
         real_tokens(inputs, ours(inputs)), real_tokens(inputs, oracle(inputs))
     )
@@ -122,7 +121,7 @@ def test_sharded_keras_hub_preset_loads_into_shards(name, mesh_shape, tmp_path):
     )
     with distribution.scope():
         ours = backbone_cls.from_preset(str(tmp_path))
-        inputs = inputs_for(ours, config, batch=8, length=10)
+        inputs = TINY_CONFIGS[name].inputs_for(ours, config, batch=8, length=10)
         actual = real_tokens(inputs, ours(inputs))
     assert_same_outputs(actual, real_tokens(inputs, oracle(inputs)))
     planned = {w.path: w.spec for w in ours.layout_plan.weights}
