@@ -67,7 +67,7 @@ class LoraMixin:
             isinstance(name, str) for name in target_names
         ):
             raise ValueError(
-                "target_names must be a list of layer names, e.g. "
+                "target_layer_names must be a list of layer names, e.g. "
                 f"['query', 'value']. Received: {target_names!r}."
             )
         target_names = tuple(target_names)
@@ -79,7 +79,14 @@ class LoraMixin:
         self._lora_rank = rank
         self._lora_target_names = target_names
 
-    def enable_lora(self, rank, target_names=None):
+    def default_lora_layer_names(self):
+        """The layer names `enable_lora` adapts by default, as a list.
+
+        keras-hub's name for the class's `lora_target_names`.
+        """
+        return list(self.lora_target_names)
+
+    def enable_lora(self, rank, target_layer_names=None):
         """Adds LoRA adapters; afterwards only the adapters are trainable.
 
         Each target layer (an `EinsumDense` or `Dense`) gets Keras's
@@ -93,9 +100,9 @@ class LoraMixin:
 
         Args:
             rank: int, the rank of the adapters.
-            target_names: list of layer names to adapt; defaults to the
-                class's `lora_target_names` (the attention query and value
-                projections).
+            target_layer_names: list of layer names to adapt (keras-hub's
+                keyword); defaults to `default_lora_layer_names()` (the
+                attention query and value projections for most classes).
 
         Example:
 
@@ -128,12 +135,12 @@ class LoraMixin:
                 **self.get_config(),
                 "lora_rank": rank,
                 "lora_target_names": list(
-                    target_names or self.lora_target_names
+                    target_layer_names or self.lora_target_names
                 ),
             }
             plan = layout_map.plan_for(type(self), config)
             layout_map.extend(plan)
-        self._add_lora_adapters(rank, target_names)
+        self._add_lora_adapters(rank, target_layer_names)
         if plan is not None:
             verify_layouts(self, plan, layout_map.device_mesh)
             self._layout_plan = plan

@@ -56,10 +56,12 @@ def test_custom_targets_and_bad_input_are_named():
     with pytest.raises(ValueError, match="Received: rank=0"):
         backbone.enable_lora(0)
     with pytest.raises(ValueError, match=r"\['qkv'\] match no layer"):
-        backbone.enable_lora(2, target_names=["qkv"])
+        backbone.enable_lora(2, target_layer_names=["qkv"])
     with pytest.raises(ValueError, match="must be a list of layer names"):
-        backbone.enable_lora(2, target_names="query")
-    backbone.enable_lora(2, target_names=["key", "feedforward_gate_dense"])
+        backbone.enable_lora(2, target_layer_names="query")
+    backbone.enable_lora(
+        2, target_layer_names=["key", "feedforward_gate_dense"]
+    )
     assert sorted(v.path for v in backbone.trainable_weights) == [
         "transformer_layer_0/feedforward_gate_dense/lora_kernel_a",
         "transformer_layer_0/feedforward_gate_dense/lora_kernel_b",
@@ -70,9 +72,21 @@ def test_custom_targets_and_bad_input_are_named():
         backbone.enable_lora(2)
 
 
+def test_keras_hub_lora_api_names():
+    # keras-hub's keyword and default-names method, as a user calls them.
+    backbone = GemmaBackbone(**GEMMA)
+    assert backbone.default_lora_layer_names() == ["query", "value"]
+    backbone.enable_lora(2, target_layer_names=["value"])
+    assert {v.path.rsplit("/", 2)[-2] for v in backbone.trainable_weights} == {
+        "value"
+    }
+    with pytest.raises(TypeError, match="target_names"):
+        GemmaBackbone(**GEMMA).enable_lora(2, target_names=["value"])
+
+
 def test_config_round_trip_keeps_lora():
     backbone = GemmaBackbone(**GEMMA)
-    backbone.enable_lora(3, target_names=["query"])
+    backbone.enable_lora(3, target_layer_names=["query"])
     config = backbone.get_config()
     assert config["lora_rank"] == 3
     assert config["lora_target_names"] == ["query"]
