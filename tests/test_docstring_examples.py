@@ -19,6 +19,7 @@ DOCUMENTED = {
     "Backbone.get_layout_map": Backbone.get_layout_map,
     "Backbone.from_preset": Backbone.from_preset,
     "Backbone.save_to_preset": Backbone.save_to_preset,
+    "Backbone.save_lora_weights": Backbone.save_lora_weights,
     "MeshShape": MeshShape,
     "LayoutPlan": LayoutPlan,
 }

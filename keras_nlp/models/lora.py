@@ -4,6 +4,8 @@ import keras
 
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
+from keras_nlp.saving.lora_weights import load_lora_weights
+from keras_nlp.saving.lora_weights import save_lora_weights
 
 # Constructor arguments that `Backbone` handles for every subclass.
 LORA_CONFIG_KEYS = ("lora_rank", "lora_target_names")
@@ -144,6 +146,50 @@ class LoraMixin:
         if plan is not None:
             verify_layouts(self, plan, layout_map.device_mesh)
             self._layout_plan = plan
+
+    def save_lora_weights(self, filepath):
+        """Writes the adapters to a `.lora.h5` file, as keras-hub does.
+
+        keras-hub's `load_lora_weights` reads the file, and so does ours.
+        Sharded adapters are gathered to be written.
+
+        Args:
+            filepath: str or path, ending in `.lora.h5`.
+
+        Example:
+
+        ```python
+        import os
+        import tempfile
+        from keras_nlp.models import GemmaBackbone
+
+        config = dict(
+            vocabulary_size=64, num_layers=1, num_query_heads=2,
+            num_key_value_heads=1, hidden_dim=16, intermediate_dim=32,
+            head_dim=8,
+        )
+        backbone = GemmaBackbone(**config)
+        backbone.enable_lora(4)
+        path = os.path.join(tempfile.mkdtemp(), "adapters.lora.h5")
+        backbone.save_lora_weights(path)
+        restored = GemmaBackbone(**config)
+        restored.load_lora_weights(path)  # enables rank-4 LoRA first
+        ```
+        """
+        save_lora_weights(self, filepath)
+
+    def load_lora_weights(self, filepath):
+        """Reads adapters from a `.lora.h5` file (ours or keras-hub's).
+
+        Enables LoRA at the file's rank, with the default target layers,
+        if it is not enabled yet (under a `ModelParallel` scope, call it in
+        that scope). Each adapter's layer and shape are checked before any
+        value is assigned; sharded adapters are placed on their devices.
+
+        Args:
+            filepath: str or path of a file `save_lora_weights` wrote.
+        """
+        load_lora_weights(self, filepath)
 
     def merge_lora(self):
         """A copy of this backbone with the adapters merged into kernels.
