@@ -35,10 +35,10 @@ class LlamaBackbone(Backbone):
         layer_norm_epsilon: float. Epsilon of the RMS norms. Defaults to
             `1e-6`.
         dropout: float. Dropout rate in training. Defaults to `0`.
+        dtype: string or `keras.DTypePolicy`.
         tie_word_embeddings: bool. Whether the output projection reuses the
             token embedding (no `reverse_embeddings` weight). Defaults to
             `False`.
-        dtype: string or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
     Example:
@@ -92,8 +92,8 @@ class LlamaBackbone(Backbone):
         rope_pretraining_sequence_length=None,
         layer_norm_epsilon=1e-6,
         dropout=0,
-        tie_word_embeddings=False,
         dtype=None,
+        tie_word_embeddings=False,
         **kwargs,
     ):
         build_llama_style(

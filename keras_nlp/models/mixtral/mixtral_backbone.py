@@ -48,6 +48,10 @@ class MixtralBackbone(Backbone):
             attends to the whole causal prefix. Defaults to `512`.
         dropout: float. Dropout rate in training. Defaults to `0`.
         dtype: string or `keras.DTypePolicy`.
+        output_router_logits: bool. keras-hub's argument, kept for its
+            positional order; only `False` is supported (the backbone
+            outputs hidden states; the router's load-balancing loss is
+            added in training with `router_aux_loss_coef`).
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
     Example:
@@ -103,8 +107,16 @@ class MixtralBackbone(Backbone):
         sliding_window: int | None = 512,
         dropout=0,
         dtype=None,
+        output_router_logits=False,
         **kwargs,
     ):
+        if output_router_logits:
+            raise ValueError(
+                "MixtralBackbone does not output router logits: its output "
+                "is the hidden states, and the router's load-balancing loss "
+                "is added in training with `router_aux_loss_coef`. Received: "
+                "output_router_logits=True."
+            )
         build_llama_style(
             self,
             vocabulary_size=vocabulary_size,

@@ -1,0 +1,44 @@
+"""A keras-hub user's calls work unchanged: same arguments, same order."""
+
+import inspect
+
+import keras_hub
+import pytest
+
+import keras_nlp.models
+from keras_nlp.models import MixtralBackbone
+from tests.models.tiny_configs import tiny
+
+SHARED = sorted(
+    name
+    for name in keras_nlp.models.__all__
+    if name != "Backbone" and hasattr(keras_hub.models, name)
+)
+
+
+def named_parameters(cls):
+    """`(name, default)` of the constructor's named parameters, in order."""
+    parameters = list(inspect.signature(cls.__init__).parameters.values())
+    return [
+        (p.name, None if p.default is inspect.Parameter.empty else p.default)
+        for p in parameters[1:]
+        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_constructor_arguments_in_keras_hubs_order(name):
+    ours = named_parameters(getattr(keras_nlp.models, name))
+    theirs = named_parameters(getattr(keras_hub.models, name))
+    # Positional calls bind the same values to the same names.
+    assert [n for n, _ in ours] == [n for n, _ in theirs]
+    for (parameter, mine), (_, default) in zip(ours, theirs, strict=True):
+        if not callable(default):
+            assert mine == default, parameter
+
+
+def test_mixtral_router_logits_are_a_clear_error():
+    _, config = tiny("MixtralBackbone")
+    with pytest.raises(ValueError, match="output_router_logits=True"):
+        MixtralBackbone(**config, output_router_logits=True)
+    assert "output_router_logits" in MixtralBackbone(**config).get_config()
