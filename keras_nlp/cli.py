@@ -28,12 +28,20 @@ def _parser():
     )
     plan.add_argument(
         "preset",
-        help="a built-in preset, e.g. gemma_2b_en, or a preset directory",
+        nargs="?",
+        help=(
+            "a built-in preset, e.g. gemma_2b_en (--list shows them all), "
+            "or a preset directory"
+        ),
     )
     plan.add_argument(
         "--mesh",
-        required=True,
         help="mesh shape, one size per axis joined by 'x', e.g. 1x2",
+    )
+    plan.add_argument(
+        "--list",
+        action="store_true",
+        help="list the built-in presets by class, with parameter counts",
     )
     plan.add_argument(
         "--axis-names",
@@ -162,9 +170,77 @@ def _replication_warning(plan, plan_for):
     )
 
 
+def preset_parameter_count(backbone_cls, config):
+    """A preset's parameter count from two small abstract builds.
+
+    The blocks of one config are alike, so one- and two-block builds give
+    the count at any depth (ALBERT's shared blocks add none).
+    """
+
+    def count(num_layers):
+        config_at_depth = {**config, "num_layers": num_layers}
+        mesh = {"batch": 1, "model": 1}
+        plan = backbone_cls.plan_layout(mesh, config=config_at_depth)
+        return plan.total_params
+
+    layers = config["num_layers"]
+    try:
+        one = count(1)
+        two = count(2) if layers > 1 else one
+    except ValueError:  # a depth the config forbids (ALBERT's groups)
+        return count(layers)
+    return one + (layers - 1) * (two - one)
+
+
+def _list_presets():
+    from keras_nlp.models import Backbone
+    from keras_nlp.saving.registry import registered_backbones
+
+    for name, backbone_cls in sorted(registered_backbones(Backbone).items()):
+        presets = backbone_cls.__dict__.get("presets", {})
+        if not presets:
+            continue
+        print(name)
+        for preset, config in presets.items():
+            count = preset_parameter_count(backbone_cls, config)
+            print(f"  {preset:<44} {count:>16,} parameters", flush=True)
+
+
+def _check_preset(preset):
+    """A CLI error for an unknown preset: close names, not all of them."""
+    import difflib
+
+    from keras_nlp.models import Backbone
+    from keras_nlp.saving.backbone_presets import is_preset_directory
+
+    if is_preset_directory(preset) or preset in Backbone._available_presets():
+        return
+    close = difflib.get_close_matches(
+        preset, Backbone._available_presets(), n=3
+    )
+    suggestion = (
+        f" Did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+    )
+    raise ValueError(
+        f"Unknown preset {preset!r}, and no preset directory there."
+        f"{suggestion} `python -m keras_nlp plan --list` lists the built-in "
+        "presets."
+    )
+
+
 def _plan(args):
     from keras_nlp.distribution import MeshShape
     from keras_nlp.models import Backbone
+
+    if args.list:
+        _list_presets()
+        return
+    if args.preset is None or args.mesh is None:
+        raise ValueError(
+            "plan needs a preset and --mesh, e.g. `python -m keras_nlp plan "
+            "gemma_2b_en --mesh 1x2`; `--list` lists the presets."
+        )
+    _check_preset(args.preset)
 
     axis_names = tuple(name.strip() for name in args.axis_names.split(","))
     mesh = MeshShape.parse(args.mesh, axis_names)
@@ -189,7 +265,7 @@ def _plan(args):
         from rich.console import Console
 
         # Pipes and files get wide lines instead of wrapped weight paths.
-        width = None if sys.stdout.isatty() else 220
+        width = None if sys.stdout.isatty() else 100
         plan.print(console=Console(width=width), all_weights=args.all)
     warning = _replication_warning(plan, plan_for)
     if warning:
@@ -208,6 +284,10 @@ def main(argv=None):
         if args.command == "plan":
             _plan(args)
     except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
+        # The library's errors name Python arguments; here they are flags.
+        message = str(error).replace(
+            "pass strict=False to accept", "drop --strict to accept"
+        )
+        print(f"error: {message}", file=sys.stderr)
         return 2
     return 0

@@ -1,11 +1,18 @@
 """`python -m keras_nlp plan`: the main job, offline, on built-in presets."""
 
+import io
 import json
 import os
 import subprocess
 import sys
 
+import pytest
+from rich.console import Console
+
 from keras_nlp.cli import main
+from keras_nlp.cli import preset_parameter_count
+from keras_nlp.distribution import MeshShape
+from keras_nlp.models import Backbone
 
 KV = "decoder_block_0/attention/key/kernel"
 
@@ -64,9 +71,45 @@ def test_custom_axis_names_and_no_data_axis(capsys):
 def test_table_output_folds_blocks_and_prints_totals(capsys):
     assert main(["plan", "gemma_2b_en", "--mesh", "1x2"]) == 0
     out = capsys.readouterr().out
-    assert "decoder_block_{i}/attention/key/kernel" in out
+    # Piped output is 100 columns: one entry per weight kind.
+    assert "attention/key/kernel  decoder_block 0-17" in out
+    assert max(len(line) for line in out.splitlines()) <= 100
     assert "total parameters:      2,506,172,416" in out
     assert "fallbacks:             36 weight(s)" in out
+
+
+@pytest.mark.parametrize(
+    "preset, mesh", [("gemma_2b_en", "1x2"), ("bert_base_en_uncased", "1x8")]
+)
+def test_plan_reads_at_80_columns(preset, mesh):
+    plan = Backbone.plan_layout(MeshShape.parse(mesh), preset=preset)
+    console = Console(width=80, record=True, file=io.StringIO())
+    plan.print(console=console)
+    text = console.export_text()
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0] == f"{preset} on mesh {plan.mesh}"
+    # Every weight kind's name (blocks folded) and decision are shown.
+    flat = " ".join(text.split())
+    for template, _, weight in plan.grouped_rows():
+        kind = template.split("_{i}/")[-1]
+        assert kind in text, kind
+        assert weight.decision in flat
+        if weight.decision != "sharded":
+            assert " ".join(weight.reason.split()) in flat, weight.reason
+    assert "decoder_block 0-17" in text or "transformer_layer 0-11" in text
+    # A wide console gets the full table with shapes and counts.
+    wide = Console(width=160, record=True, file=io.StringIO())
+    plan.print(console=wide)
+    wide_text = wide.export_text()
+    assert "┃ shard " in wide_text and "┃ x " in wide_text
+
+
+def test_preset_parameter_count_equals_the_full_plan():
+    for preset in ("gemma_2b_en", "albert_base_en_uncased", "t5_small_multi"):
+        owner, config = Backbone._preset_config(preset)
+        full = owner.plan_layout({"batch": 1, "model": 1}, preset=preset)
+        assert preset_parameter_count(owner, config) == full.total_params
 
 
 def test_strict_fails_with_the_reason(capsys):
@@ -74,13 +117,23 @@ def test_strict_fails_with_the_reason(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: strict=True: 36 GemmaBackbone weight(s)")
     assert "axis sizes that divide 1: 1" in err
+    # The fix in CLI words.
+    assert "drop --strict to accept" in err
+    assert "strict=False" not in err
 
 
 def test_bad_mesh_and_preset_are_clear_errors(capsys):
     assert main(["plan", "gemma_2b_en", "--mesh", "two"]) == 2
     assert "Could not read the mesh shape 'two'" in capsys.readouterr().err
-    assert main(["plan", "gemma_9b", "--mesh", "1x2"]) == 2
-    assert "Unknown preset 'gemma_9b'" in capsys.readouterr().err
+    assert main(["plan", "gema_2b_en", "--mesh", "1x2"]) == 2
+    err = capsys.readouterr().err
+    assert "Unknown preset 'gema_2b_en'" in err
+    assert "Did you mean 'gemma_2b_en'" in err
+    assert "--list" in err
+    # Close names, not every preset.
+    assert "xlm_roberta" not in err
+    assert main(["plan", "--mesh", "1x2"]) == 2
+    assert "plan needs a preset and --mesh" in capsys.readouterr().err
 
 
 def test_module_entry_point_runs_offline():

@@ -4,6 +4,7 @@ import dataclasses
 import json
 import math
 import re
+import textwrap
 
 from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.rules import format_spec
@@ -293,8 +294,9 @@ class LayoutPlan:
         """The totals as a few lines of text."""
         name = self.preset or self.backbone
         lines = [
-            f"{name} ({self.backbone}) on mesh {self.mesh}, "
-            f"{self.num_devices} device(s), dtype {'/'.join(self.dtypes)}",
+            f"{name} ({self.backbone}) on mesh {self.mesh}",
+            f"devices, dtype:        {self.num_devices}, "
+            f"{'/'.join(self.dtypes)}",
             f"total parameters:      {self.total_params:,} "
             f"({_format_bytes(self.total_bytes)})",
             f"parameters per device: {self.params_per_device:,} "
@@ -317,19 +319,37 @@ class LayoutPlan:
         Returns:
             A list of `(path_template, count, WeightPlan)`.
         """
+        return [row[:3] for row in self._folded_rows()]
+
+    def _folded_rows(self):
+        """`(template, count, WeightPlan, block indices)` per weight kind."""
         groups = {}
         for weight in self.weights:
             # Only the leading layer name carries the block index.
-            template = re.sub(r"^([^/]*?)_\d+(?=/)", r"\1_{i}", weight.path)
+            match = re.match(r"^([^/]*?)_(\d+)(?=/)", weight.path)
+            template, index = weight.path, None
+            if match:
+                template = (
+                    f"{match.group(1)}_{{i}}" + weight.path[match.end() :]
+                )
+                index = int(match.group(2))
             key = (template, weight.shape, weight.spec, weight.reason)
-            if key in groups:
-                groups[key][1] += 1
-            else:
-                groups[key] = [template, 1, weight]
+            if key not in groups:
+                groups[key] = [template, 0, weight, []]
+            groups[key][1] += 1
+            if index is not None:
+                groups[key][3].append(index)
         return [tuple(row) for row in groups.values()]
 
     def print(self, console=None, all_weights=False):
-        """Prints the plan as a table, then its totals, with `rich`.
+        """Prints the plan, then its totals, with `rich`.
+
+        From 120 columns: a table of every weight kind's path, count,
+        shape, spec, shard shape, bytes per device and decision. Narrower:
+        one entry per weight kind, its name with the blocks it repeats in
+        folded into a range (`attention/key/kernel  decoder_block 0-17`)
+        and its bytes per device, then its spec and decision with the
+        reason, wrapped to the width.
 
         Args:
             console: an optional `rich.console.Console`.
@@ -337,30 +357,27 @@ class LayoutPlan:
                 repeated blocks into one row.
         """
         from rich.console import Console
-        from rich.table import Table
 
         console = console or Console()
-        table = Table(
-            title=f"{self.preset or self.backbone} on mesh {self.mesh}",
-            show_lines=False,
-        )
+        if all_weights:
+            rows = [(weight.path, 1, weight, []) for weight in self.weights]
+        else:
+            rows = self._folded_rows()
+        title = f"{self.preset or self.backbone} on mesh {self.mesh}"
+        if console.width >= 120:
+            self._print_table(console, title, rows)
+        else:
+            self._print_entries(console, title, rows)
+        console.print(self.summary())
+
+    def _print_table(self, console, title, rows):
+        from rich.table import Table
+
+        table = Table(title=title)
         for column in ("weight", "x", "shape", "spec", "shard", "per device"):
             table.add_column(column, no_wrap=column != "weight")
         table.add_column("decision")
-        if all_weights:
-            rows = [(weight.path, 1, weight) for weight in self.weights]
-        else:
-            rows = self.grouped_rows()
-        styles = {
-            FALLBACK: "yellow",
-            ALTERNATIVE: "cyan",
-            REPLICATED: "dim",
-            USER: "magenta",
-        }
-        for template, count, weight in rows:
-            decision = weight.decision
-            if decision != SHARDED:
-                decision = f"{decision}: {weight.reason}"
+        for template, count, weight, _ in rows:
             table.add_row(
                 template,
                 str(count),
@@ -368,11 +385,67 @@ class LayoutPlan:
                 format_spec(weight.spec),
                 str(weight.shard_shape),
                 _format_bytes(weight.shard_bytes * count),
-                decision,
-                style=styles.get(weight.decision),
+                _decision_text(weight),
+                style=_STYLES.get(weight.decision),
             )
         console.print(table)
-        console.print(self.summary())
+
+    def _print_entries(self, console, title, rows):
+        from rich.text import Text
+
+        width = console.width
+        console.print(Text(title, style="bold"))
+        for template, count, weight, indices in rows:
+            name, blocks = template, ""
+            if indices and "_{i}/" in template:
+                block, name = template.split("_{i}/", 1)
+                blocks = f"  {block} {_index_ranges(indices)}"
+            size = _format_bytes(weight.shard_bytes * count)
+            head = name + blocks
+            gap = max(2, width - len(head) - len(size))
+            console.print(
+                Text(head + " " * gap + size, style="bold"),
+                no_wrap=False,
+                overflow="fold",
+            )
+            body = textwrap.fill(
+                f"{format_spec(weight.spec)}  {_decision_text(weight)}",
+                width=width,
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+            )
+            console.print(Text(body, style=_STYLES.get(weight.decision)))
+
+
+_STYLES = {
+    FALLBACK: "yellow",
+    ALTERNATIVE: "cyan",
+    REPLICATED: "dim",
+    USER: "magenta",
+}
+
+
+def _decision_text(weight):
+    if weight.decision == SHARDED:
+        return weight.decision
+    return f"{weight.decision}: {weight.reason}"
+
+
+def _index_ranges(indices):
+    """`[0, 1, 2, 5]` -> `"0-2,5"`."""
+    ranges, start = [], None
+    for position, index in enumerate(sorted(indices)):
+        if start is None:
+            start = previous = index
+        elif index == previous + 1:
+            previous = index
+        else:
+            ranges.append((start, previous))
+            start = previous = index
+        if position == len(indices) - 1:
+            ranges.append((start, previous))
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
 
 
 def _format_bytes(count):

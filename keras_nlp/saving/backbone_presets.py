@@ -5,6 +5,7 @@ each class's `presets` dict (configs only); preset directories are read
 and written by `preset_config` and `preset_weights`.
 """
 
+import difflib
 import math
 import os
 
@@ -69,9 +70,16 @@ class PresetMixin:
                 if looks_like_path
                 else ""
             )
+            available = cls._available_presets()
+            close = difflib.get_close_matches(str(preset), available, n=3)
+            suggestion = (
+                f" Did you mean {' or '.join(repr(n) for n in close)}?"
+                if close
+                else ""
+            )
             raise ValueError(
-                f"Unknown preset {preset!r} for {cls.__name__}. Built-in "
-                f"presets: {', '.join(cls._available_presets()) or 'none'}; "
+                f"Unknown preset {preset!r} for {cls.__name__}.{suggestion} "
+                f"Built-in presets: {', '.join(available) or 'none'}; "
                 f"or pass the path of a preset directory.{hint}"
             )
         return owner, dict(owner.presets[preset])
