@@ -62,7 +62,27 @@ def real_tokens(inputs, outputs):
         return outputs
     real = np.asarray(inputs["padding_mask"]).astype(bool)
     sequence = outputs.pop("sequence_output")
+    # PaliGemma's outputs start with the image tokens, which are all real.
+    prefix = sequence.shape[1] - real.shape[1]
+    real = np.pad(real, ((0, 0), (prefix, 0)), constant_values=True)
     return {"sequence_output": sequence[real], **outputs}
+
+
+# keras-hub 0.32's XLNet reshapes where it means to transpose (its relative
+# encoding and its padding mask), so in a batch of several rows each row
+# gets another's positions; one row at a time it is right.
+ONE_ROW_AT_A_TIME = ("XLNetBackbone",)
+
+
+def oracle_outputs(name, oracle, inputs):
+    """keras-hub's outputs, row by row where its batching is wrong."""
+    if name not in ONE_ROW_AT_A_TIME:
+        return oracle(inputs)
+    rows = [
+        output_arrays(oracle({k: v[i : i + 1] for k, v in inputs.items()}))
+        for i in range(len(inputs["token_ids"]))
+    ]
+    return {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
 
 
 def assert_same_outputs(actual, expected):
@@ -85,7 +105,8 @@ def test_keras_hub_preset_loads_with_the_same_outputs(name, tmp_path):
     assert type(ours).__name__ == name
     inputs = TINY_CONFIGS[name].inputs_for(ours, config, batch=2, length=10)
     assert_same_outputs(
-        real_tokens(inputs, ours(inputs)), real_tokens(inputs, oracle(inputs))
+        real_tokens(inputs, ours(inputs)),
+        real_tokens(inputs, oracle_outputs(name, oracle, inputs)),
     )
     # Every weight came from the file, equal to keras-hub's.
     theirs = by_path_without_auto_suffixes(oracle)
