@@ -2,10 +2,16 @@
 
 The block is a drop-in `feedforward` for `DecoderLayer`: a router picks the
 top-k experts of each token and the block returns the routing-weighted sum
-of their gated feed-forwards. It is computed densely, every expert on every
-token with unselected experts weighted 0, so it is a few einsums over
-stacked expert weights: no gather or scatter, and with the experts sharded
-on the model axis each device runs its own experts.
+of their gated feed-forwards.
+
+On JAX the experts run sparsely by default: the (token, expert) pairs are
+sorted by expert and each expert multiplies only its own tokens
+(`jax.lax.ragged_dot`, a grouped matmul), so a block costs `top_k` expert
+feed-forwards per token whatever the number of experts, and no token is
+dropped. `compute="dense"` runs every expert on every token with the
+unselected ones weighted 0 (a few einsums over the stacked weights); it is
+the reference the sparse path is tested against, and what other backends
+run, as Keras has no grouped matmul.
 """
 
 import keras
@@ -49,9 +55,11 @@ class ExpertBank(keras.layers.Layer):
         fused_gate_intermediate=False,
         kernel_initializer="glorot_uniform",
         variable_names=None,
+        compute="sparse",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.compute = compute
         self.num_experts = num_experts
         self.intermediate_dim = intermediate_dim
         self.activation = activation
@@ -95,8 +103,26 @@ class ExpertBank(keras.layers.Layer):
             (experts, width, hidden_dim), "output"
         )
 
-    def call(self, inputs, routing_weights):
-        """`(batch, seq, hidden)` inputs, `(batch, seq, experts)` weights."""
+    def _gated(self, gate, intermediate):
+        # Like DecoderLayer, the gate's activation runs in float32.
+        gate = ops.cast(
+            self._activation(ops.cast(gate, "float32")), self.compute_dtype
+        )
+        return intermediate * gate
+
+    def call(self, inputs, top_indices, top_weights):
+        """`(batch, seq, hidden)` inputs; each token's `top_k` experts
+        `(batch, seq, k)` and their weights `(batch, seq, k)`."""
+        if self.compute == "sparse" and keras.backend.backend() == "jax":
+            return self._sparse(inputs, top_indices, top_weights)
+        return self._dense(inputs, top_indices, top_weights)
+
+    def _dense(self, inputs, top_indices, top_weights):
+        selected = ops.one_hot(top_indices, self.num_experts, dtype="float32")
+        routing_weights = ops.cast(
+            ops.sum(selected * ops.cast(top_weights, "float32")[..., None], -2),
+            self.compute_dtype,
+        )
         gate = ops.einsum("bsh,ehf->bsef", inputs, self.gate)
         if self.intermediate is None:
             gate, intermediate = ops.split(gate, 2, axis=-1)
@@ -104,14 +130,42 @@ class ExpertBank(keras.layers.Layer):
             intermediate = ops.einsum(
                 "bsh,ehf->bsef", inputs, self.intermediate
             )
-        # Like DecoderLayer, the gate's activation runs in float32.
-        gate = ops.cast(
-            self._activation(ops.cast(gate, "float32")), self.compute_dtype
-        )
         # Weighting before the output projection lets one einsum contract
         # both the expert and the feed-forward dimension.
-        hidden = intermediate * gate * routing_weights[..., None]
+        hidden = self._gated(gate, intermediate) * routing_weights[..., None]
         return ops.einsum("bsef,efh->bsh", hidden, self.output_kernel)
+
+    def _sparse(self, inputs, top_indices, top_weights):
+        # Keras has no grouped matmul (nor a traceable bincount): this path
+        # is JAX's.
+        from jax.lax import ragged_dot
+        from jax.numpy import bincount
+
+        batch, length, hidden_dim = ops.shape(inputs)
+        top_k = ops.shape(top_indices)[-1]
+        tokens = ops.reshape(inputs, (-1, hidden_dim))
+        experts = ops.reshape(top_indices, (-1,))
+        # Each (token, expert) pair, grouped by expert: group e is the
+        # rows expert e multiplies, `group_sizes[e]` of them.
+        order = ops.argsort(experts)
+        token_of_row = order // top_k
+        rows = ops.take(tokens, token_of_row, axis=0)
+        group_sizes = bincount(experts, length=self.num_experts)
+        gate = ragged_dot(rows, self.gate.value, group_sizes)
+        if self.intermediate is None:
+            gate, intermediate = ops.split(gate, 2, axis=-1)
+        else:
+            intermediate = ragged_dot(
+                rows, self.intermediate.value, group_sizes
+            )
+        hidden = self._gated(gate, intermediate)
+        outputs = ragged_dot(hidden, self.output_kernel.value, group_sizes)
+        weights = ops.take(ops.reshape(top_weights, (-1,)), order)
+        outputs = outputs * ops.cast(weights, outputs.dtype)[:, None]
+        outputs = ops.segment_sum(
+            outputs, token_of_row, num_segments=batch * length
+        )
+        return ops.reshape(outputs, (batch, length, hidden_dim))
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -159,6 +213,10 @@ class SparseMoE(keras.layers.Layer):
         sublayer_names: optional dict overriding the names (`router`,
             `experts`, `gate`, `intermediate`, `output`), which are the
             variable paths.
+        compute: `"sparse"` (each expert runs on its own tokens only; JAX's
+            grouped matmul, the default) or `"dense"` (every expert on
+            every token, unselected ones weighted 0; what other backends
+            run). Both give the same outputs and gradients.
         **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -190,9 +248,15 @@ class SparseMoE(keras.layers.Layer):
         router_aux_loss_coef=0.0,
         kernel_initializer="glorot_uniform",
         sublayer_names=None,
+        compute="sparse",
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if compute not in ("sparse", "dense"):
+            raise ValueError(
+                "`compute` must be 'sparse' or 'dense'. Received: "
+                f"compute={compute!r}."
+            )
         for name, value in (
             ("num_experts", num_experts),
             ("intermediate_dim", intermediate_dim),
@@ -233,6 +297,7 @@ class SparseMoE(keras.layers.Layer):
         self.router_aux_loss_coef = router_aux_loss_coef
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.sublayer_names = dict(sublayer_names or {})
+        self.compute = compute
         names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
 
         self.router = keras.layers.Dense(
@@ -250,6 +315,7 @@ class SparseMoE(keras.layers.Layer):
             fused_gate_intermediate=fused_gate_intermediate,
             kernel_initializer=self.kernel_initializer,
             variable_names=names,
+            compute=compute,
             dtype=self.dtype_policy,
             name=names["experts"],
         )
@@ -263,7 +329,8 @@ class SparseMoE(keras.layers.Layer):
         self.experts.build(input_shape)
 
     def _routing(self, inputs):
-        """Float32 router probabilities and dense top-k weights `(b, s, e)`."""
+        """Float32 router probabilities, and each token's top-k experts and
+        their (float32) weights `(b, s, k)`."""
         logits = ops.cast(self.router(inputs), "float32")
         probabilities = ops.softmax(logits, axis=-1)
         top_probabilities, top_indices = ops.top_k(probabilities, self.top_k)
@@ -271,9 +338,7 @@ class SparseMoE(keras.layers.Layer):
             top_probabilities = top_probabilities / ops.sum(
                 top_probabilities, axis=-1, keepdims=True
             )
-        selected = ops.one_hot(top_indices, self.num_experts, dtype="float32")
-        weights = ops.sum(selected * top_probabilities[..., None], axis=-2)
-        return probabilities, selected, weights
+        return probabilities, top_indices, top_probabilities
 
     def _load_balancing_loss(self, probabilities, selected, padding_mask):
         """Switch-Transformer auxiliary loss, as Mixtral trains with it."""
@@ -303,15 +368,20 @@ class SparseMoE(keras.layers.Layer):
                 seed=self.seed_generator,
             )
             inputs = inputs * noise
-        probabilities, selected, weights = self._routing(inputs)
+        probabilities, top_indices, top_weights = self._routing(inputs)
         if training and self.router_aux_loss_coef:
+            selected = ops.one_hot(
+                top_indices, self.num_experts, dtype="float32"
+            )
             self.add_loss(
                 self.router_aux_loss_coef
                 * self._load_balancing_loss(
                     probabilities, selected, padding_mask
                 )
             )
-        return self.experts(inputs, ops.cast(weights, self.compute_dtype))
+        return self.experts(
+            inputs, top_indices, ops.cast(top_weights, self.compute_dtype)
+        )
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -332,6 +402,7 @@ class SparseMoE(keras.layers.Layer):
                     self.kernel_initializer
                 ),
                 "sublayer_names": self.sublayer_names,
+                "compute": self.compute,
             }
         )
         return config

@@ -272,3 +272,85 @@ def test_docstring_example_runs():
     namespace = {}
     exec(textwrap.dedent(block), namespace)
     assert tuple(namespace["outputs"].shape) == (2, 5, 8)
+
+
+# === The sparse path (JAX's grouped matmul) against the dense one ===
+
+
+def sparse_and_dense(seed=0, router_bias=None, **kwargs):
+    """Two blocks with the same weights, one per compute path."""
+    blocks = []
+    for compute in ("sparse", "dense"):
+        block = SparseMoE(compute=compute, **kwargs)
+        block.build((None, None, HIDDEN))
+        randomize(block, seed)
+        if router_bias is not None:
+            # The inputs' first feature is 1 (`biased_inputs`): a large
+            # first kernel row steers every token to (or from) experts.
+            kernel = keras.ops.convert_to_numpy(block.router.kernel)
+            kernel[0] += router_bias
+            block.router.kernel.assign(kernel)
+        blocks.append(block)
+    return blocks
+
+
+def outputs_and_gradients(block, x):
+    """The outputs, and the gradients of a loss w.r.t. inputs and weights."""
+    if keras.backend.backend() != "jax":
+        return keras.ops.convert_to_numpy(block(x)), []
+    import jax
+
+    def loss(weights, x):
+        y, _ = block.stateless_call(weights, [], x)
+        return (y * y).sum(), y
+
+    weights = [v.value for v in block.trainable_variables]
+    (_, y), grads = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
+        weights, x
+    )
+    return np.asarray(y), [np.asarray(g) for g in (*grads[0], grads[1])]
+
+
+CASES = {
+    "mixtral_like": dict(num_experts=8, top_k=2),
+    "fused_qwen3_like": dict(
+        num_experts=6, top_k=3, fused_gate_intermediate=True
+    ),
+    # Expert 0 is never chosen: a group of zero rows.
+    "an_idle_expert": dict(
+        num_experts=4, top_k=2, router_bias=np.array([-50.0, 0, 0, 0])
+    ),
+    # Every token picks expert 2 first: one group holds them all.
+    "one_expert_for_all": dict(
+        num_experts=4, top_k=1, router_bias=np.array([0, 0, 50.0, 0])
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_sparse_equals_dense_outputs_and_gradients(case):
+    options = dict(CASES[case])
+    router_bias = options.pop("router_bias", None)
+    sparse, dense = sparse_and_dense(
+        intermediate_dim=WIDTH, router_bias=router_bias, **options
+    )
+    x = inputs(batch=3, length=7)
+    x[..., 0] = 1.0
+    y_sparse, grads_sparse = outputs_and_gradients(sparse, x)
+    y_dense, grads_dense = outputs_and_gradients(dense, x)
+    np.testing.assert_allclose(y_sparse, y_dense, atol=1e-5, rtol=1e-5)
+    assert len(grads_sparse) == len(grads_dense)
+    for g_sparse, g_dense in zip(grads_sparse, grads_dense, strict=True):
+        np.testing.assert_allclose(g_sparse, g_dense, atol=1e-4, rtol=1e-4)
+    if keras.backend.backend() == "jax" and case == "an_idle_expert":
+        # The idle expert's weights (gate: trainable variable 1) get no
+        # gradient on either path; the others do.
+        assert not np.any(grads_sparse[1][0])
+        assert np.all(np.any(grads_sparse[1][1:], axis=(1, 2)))
+
+
+def test_sparse_compute_config_round_trips_and_bad_value_is_named():
+    block = SparseMoE(num_experts=4, intermediate_dim=WIDTH, compute="dense")
+    assert SparseMoE.from_config(block.get_config()).compute == "dense"
+    with pytest.raises(ValueError, match="compute='ragged'"):
+        SparseMoE(num_experts=4, intermediate_dim=WIDTH, compute="ragged")
