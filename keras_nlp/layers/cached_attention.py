@@ -126,6 +126,9 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             of `scale`.
         layer_norm_epsilon: float. Epsilon of those norms.
         use_bias: bool. Biases on the query/key/value projections.
+        use_key_bias: bool or `None`. Bias on the key projection; `None`
+            means `use_bias`. Whisper has query and value biases but none
+            on the key (softmax ignores a bias shared by every key).
         use_output_bias: bool. Bias on the output projection.
         flat_output_kernel: bool. Output kernel `(heads * head_dim, hidden)`
             instead of `(heads, head_dim, hidden)`.
@@ -159,6 +162,10 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         inputs: `(batch, seq, hidden)`.
         attention_mask: optional boolean `(batch, seq, key_len)`, `True`
             where a query may attend a key; see `decoder_attention_mask`.
+        key_value_inputs: optional `(batch, key_len, hidden)`: keys and
+            values are projected from these instead of `inputs`
+            (cross-attention over an encoder's outputs). Not with a
+            `cache` or a rotary embedding.
         cache: optional `(batch, 2, max_len, num_key_value_heads, head_dim)`
             keys and values of earlier steps. When given, the call returns
             `(outputs, updated_cache)` and `key_len` is `max_len`.
@@ -213,6 +220,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         dropout=0.0,
         kernel_initializer="glorot_uniform",
         sublayer_names=None,
+        use_key_bias=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -246,6 +254,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.use_bias = use_bias
         self.use_output_bias = use_output_bias
+        self.use_key_bias = use_key_bias
         self.flat_output_kernel = flat_output_kernel
         self.heads_first = heads_first
         self.sliding_window_size = sliding_window_size
@@ -268,10 +277,13 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         )
 
     def _projection(self, equation, heads, bias_axes, name):
+        use_bias = self.use_bias
+        if name == "key" and self.use_key_bias is not None:
+            use_bias = self.use_key_bias
         dense = keras.layers.EinsumDense(
             equation,
             output_shape=(None, heads, self._head_dim),
-            bias_axes=bias_axes if self.use_bias else None,
+            bias_axes=bias_axes if use_bias else None,
             kernel_initializer=self._new_kernel_initializer(),
             dtype=self.dtype_policy,
             name=self._names[name],
@@ -385,7 +397,16 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         cache=None,
         cache_update_index=None,
         training=None,
+        key_value_inputs=None,
     ):
+        if key_value_inputs is not None and (
+            cache is not None or self.rotary_embedding is not None
+        ):
+            raise ValueError(
+                "`key_value_inputs` (cross-attention) takes no `cache` and "
+                "no rotary embedding: keys would sit at other positions "
+                "than queries."
+            )
         if cache is None and cache_update_index is not None:
             raise ValueError(
                 "`cache_update_index` is only meaningful with a `cache`. "
@@ -399,7 +420,10 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             query = self.query_norm(query)
         if self.rotary_embedding is not None:
             query = self.rotary_embedding(query, start_index=start_index)
-        key, value = self._keys_and_values(inputs, start_index)
+        key, value = self._keys_and_values(
+            inputs if key_value_inputs is None else key_value_inputs,
+            start_index,
+        )
         if cache is not None:
             start = [0, start_index, 0, 0]
             key = ops.slice_update(cache[:, 0], start, key)
@@ -470,6 +494,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "use_bias": self.use_bias,
                 "use_output_bias": self.use_output_bias,
+                "use_key_bias": self.use_key_bias,
                 "flat_output_kernel": self.flat_output_kernel,
                 "heads_first": self.heads_first,
                 "sliding_window_size": self.sliding_window_size,

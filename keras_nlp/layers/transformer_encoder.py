@@ -1,4 +1,4 @@
-"""The post-norm transformer encoder block shared by the encoder backbones."""
+"""The transformer encoder block shared by the encoder backbones."""
 
 import keras
 from keras import ops
@@ -35,10 +35,17 @@ def encoder_attention_mask(padding_mask, query_length):
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class TransformerEncoderBlock(keras.layers.Layer):
-    """Post-norm bidirectional transformer block (BERT and its relatives).
+    """Bidirectional transformer block (BERT and its relatives, Whisper).
+
+    Post-norm (BERT, BART):
 
         h = attention_norm(x + dropout(mixing(x)))
         y = feedforward_norm(h + dropout(output(act(intermediate(h)))))
+
+    Pre-norm with `normalize_first=True` (Whisper's encoder):
+
+        h = x + dropout(mixing(attention_norm(x)))
+        y = h + dropout(output(act(intermediate(feedforward_norm(h)))))
 
     `mixing` is the token-mixing layer: multi-head self-attention (a
     `CachedGroupedQueryAttention` with as many key/value heads as query
@@ -65,6 +72,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         mixing_output_dropout: bool. `False` applies `dropout` to the
             feed-forward branch only (F-Net: nothing drops the Fourier
             transform's output). Defaults to `True`.
+        normalize_first: bool. Normalize each branch's input (pre-norm)
+            instead of each residual sum (post-norm). Defaults to `False`.
         **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -107,6 +116,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         bias_initializer="zeros",
         sublayer_names=None,
         mixing_output_dropout=True,
+        normalize_first=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -130,6 +140,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.sublayer_names = dict(sublayer_names or {})
         self.mixing_output_dropout = mixing_output_dropout
+        self.normalize_first = normalize_first
         names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
 
         self.attention_norm = self._norm(names["attention_norm"])
@@ -175,16 +186,23 @@ class TransformerEncoderBlock(keras.layers.Layer):
         mask = None
         if padding_mask is not None:
             mask = encoder_attention_mask(padding_mask, ops.shape(inputs)[1])
+        pre_norm = self.normalize_first
         mixed = self.mixing(
-            inputs, attention_mask=mask, training=training, **mixing_kwargs
+            self.attention_norm(inputs) if pre_norm else inputs,
+            attention_mask=mask,
+            training=training,
+            **mixing_kwargs,
         )
         if self.mixing_output_dropout:
             mixed = self.mixing_dropout(mixed, training=training)
-        x = self.attention_norm(inputs + mixed)
-        fed = self.output_dense(self.intermediate_dense(x))
-        return self.feedforward_norm(
-            x + self.feedforward_dropout(fed, training=training)
+        x = inputs + mixed
+        if not pre_norm:
+            x = self.attention_norm(x)
+        fed = self.output_dense(
+            self.intermediate_dense(self.feedforward_norm(x) if pre_norm else x)
         )
+        y = x + self.feedforward_dropout(fed, training=training)
+        return y if pre_norm else self.feedforward_norm(y)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -207,6 +225,7 @@ class TransformerEncoderBlock(keras.layers.Layer):
                 ),
                 "sublayer_names": self.sublayer_names,
                 "mixing_output_dropout": self.mixing_output_dropout,
+                "normalize_first": self.normalize_first,
             }
         )
         return config

@@ -1,0 +1,241 @@
+"""The transformer decoder block of the encoder-decoder backbones."""
+
+import keras
+
+from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
+from keras_nlp.layers.cached_attention import decoder_attention_mask
+from keras_nlp.layers.decoder_layer import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.decoder_layer import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.decoder_layer import get_activation
+from keras_nlp.layers.dense import fresh_initializer
+from keras_nlp.layers.dense import named_dense
+from keras_nlp.layers.transformer_encoder import encoder_attention_mask
+
+# keras-hub's `TransformerDecoder` names, which are the checkpoints' paths.
+SELF_ATTENTION = "self_attention"
+CROSS_ATTENTION = "cross_attention"
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp.layers")
+class TransformerDecoderBlock(keras.layers.Layer):
+    """Causal self-attention, cross-attention, then a feed-forward.
+
+    The decoder block of BART (post-norm) and Whisper (pre-norm,
+    `normalize_first=True`). Each of its three branches is
+
+        post-norm: x = norm(x + dropout(branch(x)))
+        pre-norm:  x = x + dropout(branch(norm(x)))
+
+    `self_attention` attends causally over the decoder's real tokens;
+    `cross_attention` takes queries from the decoder and keys and values
+    from the encoder's outputs (`encoder_sequence`); the feed-forward is
+    `output(act(intermediate(x)))`. Both attentions are multi-head
+    `CachedGroupedQueryAttention`s with biases on every projection (but
+    the key's with `use_key_bias=False`).
+
+    Args:
+        num_heads: int. Attention heads of both attentions.
+        hidden_dim: int. Width of the residual stream (and of the encoder's
+            outputs).
+        intermediate_dim: int. Width of the feed-forward.
+        activation: str. Feed-forward activation.
+        layer_norm_epsilon: float. Epsilon of the three LayerNorms.
+        dropout: float. Dropout on the attention probabilities and on each
+            branch before its residual add.
+        normalize_first: bool. Pre-norm instead of post-norm.
+        use_key_bias: bool. Biases on the key projections (Whisper has
+            none).
+        kernel_initializer: initializer of every kernel.
+        bias_initializer: initializer of the feed-forward's biases.
+        **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
+
+    Call arguments:
+        decoder_sequence: `(batch, target_len, hidden)`.
+        encoder_sequence: `(batch, source_len, hidden)`.
+        decoder_padding_mask: optional `(batch, target_len)`, non-zero for
+            real tokens.
+        encoder_padding_mask: optional `(batch, source_len)`, non-zero for
+            real tokens.
+        training: bool. Enables dropout.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers import TransformerDecoderBlock
+
+    block = TransformerDecoderBlock(
+        num_heads=4, hidden_dim=32, intermediate_dim=64
+    )
+    decoder = np.random.rand(2, 5, 32).astype("float32")
+    encoder = np.random.rand(2, 7, 32).astype("float32")
+    block(decoder, encoder).shape  # (2, 5, 32)
+    ```
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        hidden_dim,
+        intermediate_dim,
+        activation="gelu",
+        layer_norm_epsilon=1e-5,
+        dropout=0.0,
+        normalize_first=False,
+        use_key_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not 0 <= dropout < 1:
+            raise ValueError(
+                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
+            )
+        self.num_heads = num_heads
+        self.hidden_dim = hidden_dim
+        self.intermediate_dim = intermediate_dim
+        self.activation = activation
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.dropout = dropout
+        self.normalize_first = normalize_first
+        self.use_key_bias = use_key_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+
+        self.self_attention = self._attention(SELF_ATTENTION)
+        self.self_attention_norm = self._norm("self_attention_layer_norm")
+        self.cross_attention = self._attention(CROSS_ATTENTION)
+        self.cross_attention_norm = self._norm("cross_attention_layer_norm")
+        dense_options = dict(
+            kernel_initializer=self.kernel_initializer,
+            bias_initializer=self.bias_initializer,
+            dtype=self.dtype_policy,
+        )
+        self.intermediate_dense = named_dense(
+            intermediate_dim,
+            FEEDFORWARD_INPUT_DIMS,
+            activation=get_activation(activation),
+            name="feedforward_intermediate_dense",
+            **dense_options,
+        )
+        self.output_dense = named_dense(
+            hidden_dim,
+            FEEDFORWARD_OUTPUT_DIMS,
+            name="feedforward_output_dense",
+            **dense_options,
+        )
+        self.feedforward_norm = self._norm("feedforward_layer_norm")
+        self.branch_dropouts = [
+            keras.layers.Dropout(dropout, dtype=self.dtype_policy, name=name)
+            for name in (
+                "self_attention_dropout",
+                "cross_attention_dropout",
+                "feedforward_dropout",
+            )
+        ]
+
+    def _attention(self, name):
+        return CachedGroupedQueryAttention(
+            num_query_heads=self.num_heads,
+            num_key_value_heads=self.num_heads,
+            use_bias=True,
+            use_output_bias=True,
+            use_key_bias=self.use_key_bias,
+            dropout=self.dropout,
+            kernel_initializer=fresh_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name=name,
+        )
+
+    def _norm(self, name):
+        return keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=self.dtype_policy, name=name
+        )
+
+    def build(self, decoder_sequence_shape, encoder_sequence_shape=None):
+        shape = decoder_sequence_shape
+        # keras-hub's order, so the variables list alike.
+        self.self_attention.build(shape)
+        self.self_attention_norm.build(shape)
+        # Keys and values read the encoder's outputs, as wide as `shape`.
+        self.cross_attention.build(shape)
+        self.cross_attention_norm.build(shape)
+        self.intermediate_dense.build(shape)
+        self.output_dense.build((*shape[:-1], self.intermediate_dim))
+        self.feedforward_norm.build(shape)
+
+    def _branch(self, x, norm, dropout, branch, training):
+        if self.normalize_first:
+            return x + dropout(branch(norm(x)), training=training)
+        return norm(x + dropout(branch(x), training=training))
+
+    def call(
+        self,
+        decoder_sequence,
+        encoder_sequence,
+        decoder_padding_mask=None,
+        encoder_padding_mask=None,
+        training=None,
+    ):
+        shape = keras.ops.shape(decoder_sequence)
+        self_mask = decoder_attention_mask(
+            shape[0], shape[1], shape[1], padding_mask=decoder_padding_mask
+        )
+        cross_mask = None
+        if encoder_padding_mask is not None:
+            cross_mask = encoder_attention_mask(encoder_padding_mask, shape[1])
+        self_dropout, cross_dropout, feedforward_dropout = self.branch_dropouts
+        x = self._branch(
+            decoder_sequence,
+            self.self_attention_norm,
+            self_dropout,
+            lambda y: self.self_attention(
+                y, attention_mask=self_mask, training=training
+            ),
+            training,
+        )
+        x = self._branch(
+            x,
+            self.cross_attention_norm,
+            cross_dropout,
+            lambda y: self.cross_attention(
+                y,
+                attention_mask=cross_mask,
+                key_value_inputs=encoder_sequence,
+                training=training,
+            ),
+            training,
+        )
+        return self._branch(
+            x,
+            self.feedforward_norm,
+            feedforward_dropout,
+            lambda y: self.output_dense(self.intermediate_dense(y)),
+            training,
+        )
+
+    def compute_output_shape(self, decoder_sequence_shape, *args, **kwargs):
+        return decoder_sequence_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "hidden_dim": self.hidden_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "activation": self.activation,
+                "layer_norm_epsilon": self.layer_norm_epsilon,
+                "dropout": self.dropout,
+                "normalize_first": self.normalize_first,
+                "use_key_bias": self.use_key_bias,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+            }
+        )
+        return config
