@@ -4,14 +4,18 @@ The block is a drop-in `feedforward` for `DecoderLayer`: a router picks the
 top-k experts of each token and the block returns the routing-weighted sum
 of their gated feed-forwards.
 
-On JAX the experts run sparsely by default: the (token, expert) pairs are
-sorted by expert and each expert multiplies only its own tokens
-(`jax.lax.ragged_dot`, a grouped matmul), so a block costs `top_k` expert
-feed-forwards per token whatever the number of experts, and no token is
-dropped. `compute="dense"` runs every expert on every token with the
-unselected ones weighted 0 (a few einsums over the stacked weights); it is
-the reference the sparse path is tested against, and what other backends
-run, as Keras has no grouped matmul.
+`compute="sparse"` sorts the (token, expert) pairs by expert and has each
+expert multiply only its own tokens (`jax.lax.ragged_dot`, a grouped
+matmul; nothing is dropped), so a block costs `top_k` expert feed-forwards
+per token whatever the number of experts, where XLA has a grouped-matmul
+kernel (GPU, TPU). XLA's CPU backend computes `ragged_dot` as a dense dot
+per group (its compiled cost is `num_experts` times the active FLOPs,
+`benchmarks/moe_flops.md`), so there the dense path is cheaper.
+`compute="dense"` runs every expert on every token with the unselected ones
+weighted 0 (a few einsums over the stacked weights); it is the reference
+the sparse path is tested against, and what non-JAX backends run, as Keras
+has no grouped matmul. `"auto"` (the default) picks sparse on a JAX GPU or
+TPU and dense otherwise.
 """
 
 import keras
@@ -32,6 +36,17 @@ DEFAULT_SUBLAYER_NAMES = {
     "intermediate": "expert_feedforward_intermediate_dense",
     "output": "expert_feedforward_output_dense",
 }
+
+
+def _use_sparse(compute):
+    """Whether `compute` ("sparse", "dense" or "auto") runs sparsely here."""
+    if keras.backend.backend() != "jax" or compute == "dense":
+        return False
+    if compute == "sparse":
+        return True
+    import jax
+
+    return jax.default_backend() in ("gpu", "tpu")
 
 
 class ExpertBank(keras.layers.Layer):
@@ -55,7 +70,7 @@ class ExpertBank(keras.layers.Layer):
         fused_gate_intermediate=False,
         kernel_initializer="glorot_uniform",
         variable_names=None,
-        compute="sparse",
+        compute="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -113,7 +128,7 @@ class ExpertBank(keras.layers.Layer):
     def call(self, inputs, top_indices, top_weights):
         """`(batch, seq, hidden)` inputs; each token's `top_k` experts
         `(batch, seq, k)` and their weights `(batch, seq, k)`."""
-        if self.compute == "sparse" and keras.backend.backend() == "jax":
+        if _use_sparse(self.compute):
             return self._sparse(inputs, top_indices, top_weights)
         return self._dense(inputs, top_indices, top_weights)
 
@@ -213,10 +228,11 @@ class SparseMoE(keras.layers.Layer):
         sublayer_names: optional dict overriding the names (`router`,
             `experts`, `gate`, `intermediate`, `output`), which are the
             variable paths.
-        compute: `"sparse"` (each expert runs on its own tokens only; JAX's
-            grouped matmul, the default) or `"dense"` (every expert on
-            every token, unselected ones weighted 0; what other backends
-            run). Both give the same outputs and gradients.
+        compute: `"sparse"` (each expert runs on its own tokens only;
+            JAX's grouped matmul), `"dense"` (every expert on every token,
+            unselected ones weighted 0) or `"auto"` (sparse on a JAX GPU or
+            TPU, dense elsewhere; the default). Both paths give the same
+            outputs and gradients; see the module docstring for the cost.
         **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -248,13 +264,13 @@ class SparseMoE(keras.layers.Layer):
         router_aux_loss_coef=0.0,
         kernel_initializer="glorot_uniform",
         sublayer_names=None,
-        compute="sparse",
+        compute="auto",
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if compute not in ("sparse", "dense"):
+        if compute not in ("auto", "sparse", "dense"):
             raise ValueError(
-                "`compute` must be 'sparse' or 'dense'. Received: "
+                "`compute` must be 'auto', 'sparse' or 'dense'. Received: "
                 f"compute={compute!r}."
             )
         for name, value in (
