@@ -15,8 +15,11 @@ from keras_nlp.layers.token_and_position_embedding import (
 )
 from keras_nlp.layers.token_and_position_embedding import segment_embedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.layers.transformer_decoder import TransformerDecoderBlock
 from keras_nlp.layers.transformer_encoder import TransformerEncoderBlock
 from keras_nlp.layers.transformer_encoder import encoder_attention_mask
+from keras_nlp.layers.vit_encoder import VisionTransformerBlock
+from keras_nlp.layers.vit_encoder import VisionTransformerEncoder
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
@@ -29,7 +32,10 @@ __all__ = [
     "RotaryEmbedding",
     "SparseMoE",
     "TokenAndPositionEmbedding",
+    "TransformerDecoderBlock",
     "TransformerEncoderBlock",
+    "VisionTransformerBlock",
+    "VisionTransformerEncoder",
     "ZeroCenteredRMSNormalization",
     "alibi_slopes",
     "decoder_attention_mask",

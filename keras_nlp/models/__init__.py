@@ -2,6 +2,7 @@
 
 from keras_nlp.models.albert.albert_backbone import AlbertBackbone
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.bart.bart_backbone import BartBackbone
 from keras_nlp.models.bert.bert_backbone import BertBackbone
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from keras_nlp.models.deberta_v3.deberta_v3_backbone import DebertaV3Backbone
@@ -11,6 +12,7 @@ from keras_nlp.models.f_net.f_net_backbone import FNetBackbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
+from keras_nlp.models.gemma3.gemma3_vision_encoder import Gemma3VisionEncoder
 from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
@@ -18,15 +20,20 @@ from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
+from keras_nlp.models.pali_gemma.pali_gemma_backbone import PaliGemmaBackbone
 from keras_nlp.models.phi3.phi3_backbone import Phi3Backbone
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
 from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
+from keras_nlp.models.t5.t5_backbone import T5Backbone
+from keras_nlp.models.whisper.whisper_backbone import WhisperBackbone
 from keras_nlp.models.xlm_roberta.xlm_roberta_backbone import XLMRobertaBackbone
+from keras_nlp.models.xlnet.xlnet_backbone import XLNetBackbone
 
 __all__ = [
     "AlbertBackbone",
     "Backbone",
+    "BartBackbone",
     "BertBackbone",
     "BloomBackbone",
     "DebertaV3Backbone",
@@ -37,15 +44,20 @@ __all__ = [
     "GPT2Backbone",
     "GPTNeoXBackbone",
     "Gemma3Backbone",
+    "Gemma3VisionEncoder",
     "GemmaBackbone",
     "Llama3Backbone",
     "LlamaBackbone",
     "MistralBackbone",
     "MixtralBackbone",
     "OPTBackbone",
+    "PaliGemmaBackbone",
     "Phi3Backbone",
     "Qwen3Backbone",
     "QwenBackbone",
     "RobertaBackbone",
+    "T5Backbone",
+    "WhisperBackbone",
     "XLMRobertaBackbone",
+    "XLNetBackbone",
 ]

@@ -14,6 +14,7 @@ architecture loads into ours, and every weight is checked before any is
 assigned.
 """
 
+import collections
 import contextlib
 import math
 import os
@@ -595,7 +596,11 @@ class WeightsFile:
         chain = []
         for end in range(1, len(parts) + 1):
             name = names.get("/".join(parts[:end]))
-            if name is not None:
+            # A nested functional model (its layers saved under `layers/`)
+            # names no variable path: its layers were built by calls
+            # outside its scope (keras-hub's `PaliGemmaVit`).
+            nested_model = end < len(parts) and parts[end] == "layers"
+            if name is not None and not nested_model:
                 chain.append(name)
         return "/".join(chain)
 
@@ -639,19 +644,59 @@ def _layer_path(layer, variables):
     return prefixes.pop()
 
 
+def _saved_names(model):
+    """`id(layer) -> (names path, group key)` as a weights file records them.
+
+    The names path joins the names of the layer and of its ancestors in
+    the saving tree (what `WeightsFile` reads back); the group key is
+    where Keras's layout puts the layer (`layers/t5_block/layer_norm`).
+    """
+    groups = saved_groups(model)
+    layers = dict(groups)
+    found = {}
+    for path, layer in groups:
+        parts = path.split("/")
+        names = []
+        for end in range(1, len(parts) + 1):
+            prefix = "/".join(parts[:end])
+            # As `WeightsFile._layer_path`: a nested model names nothing.
+            nested_model = end < len(parts) and parts[end] == "layers"
+            if prefix in layers and not nested_model:
+                names.append(layers[prefix].name)
+        found[id(layer)] = ("/".join(names), path)
+    return found
+
+
 def _targets(model):
-    """`(layer path, slot) -> variable` for every variable `model` saves."""
-    targets = {}
+    """`(layer path, slot) -> variable` for every variable `model` saves,
+    and `(layer path, slot) -> its dataset key in a file Keras writes`.
+
+    A layer's path is the prefix of its variables' paths. Where layers
+    share one (keras-hub's T5 makes the encoder's and the decoder's
+    relative attention biases outside their blocks' name scopes: both are
+    `self_attention/embeddings`), each takes its names path instead, as a
+    weights file records it (`transformer_encoder_layer_0/self_attention`).
+    """
+    owners = []
     seen = set()
     for layer in model._flatten_layers(include_self=True, recursive=True):
         variables = [v for v in _own_variables(layer) if id(v) not in seen]
         if not variables:
             continue
         seen.update(id(v) for v in variables)
-        path = _layer_path(layer, variables)
+        owners.append((layer, _layer_path(layer, variables), variables))
+    shared = collections.Counter(path for _, path, _ in owners)
+    saved = _saved_names(model)
+    targets = {}
+    keys = {}
+    for layer, path, variables in owners:
+        names_path, group = saved.get(id(layer), (path, path))
+        if shared[path] > 1:
+            path = names_path
         for slot, variable in enumerate(variables):
             targets[(path, slot)] = variable
-    return targets
+            keys[(path, slot)] = f"{group}/vars/{slot}"
+    return targets, keys
 
 
 def _castable(source, target):
@@ -681,12 +726,15 @@ def _natural_key(text):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
-def _pair_renamed(targets, entries):
+def _pair_renamed(targets, entries, target_keys):
     """Pairs the weights left unmatched by layer path, if auto names differ.
 
     Within each group of equal path-without-auto-suffixes and slot, targets
-    (model order) and entries (file order) pair up in order when their
-    counts are equal.
+    and entries pair up in the order of their dataset keys (`target_keys`:
+    where Keras would save each target) when their counts are equal. Keys
+    name attributes, so sibling norms auto-named in one order and sorted
+    in another (T5's `self_attention_layer_norm` and `layer_norm`) pair up
+    by role.
     """
     groups = {}
     for key, variable in targets.items():
@@ -700,6 +748,7 @@ def _pair_renamed(targets, entries):
         if len(group_targets) != len(group_entries):
             continue
         group_entries.sort(key=lambda item: _natural_key(item[1].key))
+        group_targets.sort(key=lambda item: _natural_key(target_keys[item[0]]))
         for (target_key, _), (entry_key, entry) in zip(
             group_targets, group_entries, strict=True
         ):
@@ -717,7 +766,7 @@ def check_weights(model, weights):
         PresetError listing every missing, extra, mis-shaped or
         mis-typed weight (with its file and variable).
     """
-    targets = _targets(model)
+    targets, target_keys = _targets(model)
     unmatched_entries = {
         key: entry
         for key, entry in weights.entries.items()
@@ -726,6 +775,7 @@ def check_weights(model, weights):
     renamed = _pair_renamed(
         {k: v for k, v in targets.items() if k not in weights.entries},
         unmatched_entries,
+        target_keys,
     )
     problems = []
     pairs = []

@@ -16,6 +16,8 @@ options (windows, RoPE scaling, dropout) whose config must round-trip.
 import dataclasses
 import importlib
 
+import numpy as np
+
 DECODER = "decoder"
 ENCODER = "encoder"
 
@@ -99,6 +101,81 @@ _BERT_LIKE = dict(
 _ROPE_OPTIONS = dict(
     rope_max_wavelength=500, rope_scaling_factor=2.0, layer_norm_epsilon=1e-4
 )
+
+
+def _seq2seq_inputs(config, batch=8, length=12, seed=0):
+    """BART's inputs: both sides padded on the right, where a causal
+    decoder's padded queries still see real keys (their outputs are
+    defined); the encoder's first row is padded too."""
+    rng = np.random.default_rng(seed)
+    inputs = {}
+    for side, pad in (("encoder", 4), ("decoder", 3)):
+        ids = rng.integers(1, config["vocabulary_size"], (batch, length))
+        mask = np.ones((batch, length), "int32")
+        mask[0, length - pad :] = 0
+        ids[0, length - pad :] = 0
+        inputs[f"{side}_token_ids"] = ids.astype("int32")
+        inputs[f"{side}_padding_mask"] = mask
+    return inputs
+
+
+def _seq2seq_output_shapes(config, batch, length):
+    shape = (batch, length, config["hidden_dim"])
+    return {"encoder_sequence_output": shape, "decoder_sequence_output": shape}
+
+
+def _image_text_inputs(config, batch=8, length=12, seed=0):
+    """Images and a prompt + response, padded on the right (row 0), as
+    PaliGemma takes them: the second half of each real text is the
+    response."""
+    rng = np.random.default_rng(seed)
+    size = config["image_size"]
+    ids = rng.integers(1, config["vocabulary_size"], (batch, length))
+    mask = np.ones((batch, length), "int32")
+    mask[0, length - 3 :] = 0
+    ids[0, length - 3 :] = 0
+    response = np.zeros((batch, length), "int32")
+    response[:, length // 2 :] = 1
+    response[0, length - 3 :] = 0
+    return {
+        "images": rng.uniform(-1, 1, (batch, size, size, 3)).astype("float32"),
+        "token_ids": ids.astype("int32"),
+        "padding_mask": mask,
+        "response_mask": response,
+    }
+
+
+def _image_text_output_shapes(config, batch, length):
+    patches = (config["image_size"] // config["vit_patch_size"]) ** 2
+    return {"sequence_output": (batch, patches + length, config["hidden_dim"])}
+
+
+def _whisper_inputs(config, batch=8, length=12, seed=0):
+    """Whisper's inputs: `length` random mel frames, and decoder tokens
+    padded on the right (see `_seq2seq_inputs`)."""
+    rng = np.random.default_rng(seed)
+    features = rng.normal(size=(batch, length, config["num_mels"]))
+    ids = rng.integers(1, config["vocabulary_size"], (batch, length))
+    mask = np.ones((batch, length), "int32")
+    mask[0, length - 3 :] = 0
+    ids[0, length - 3 :] = 0
+    return {
+        "encoder_features": features.astype("float32"),
+        "decoder_token_ids": ids.astype("int32"),
+        "decoder_padding_mask": mask,
+    }
+
+
+def _whisper_output_shapes(config, batch, length):
+    # The stride-2 convolution halves the frames.
+    return {
+        "encoder_sequence_output": (
+            batch,
+            (length + 1) // 2,
+            config["hidden_dim"],
+        ),
+        "decoder_sequence_output": (batch, length, config["hidden_dim"]),
+    }
 
 
 def _heads(query, key_value, **kwargs):
@@ -742,6 +819,185 @@ TINY_CONFIGS = {
             ),
         },
         kind=ENCODER,
+    ),
+    "BartBackbone": Enrolment(
+        "keras_nlp.models.bart.bart_backbone",
+        {
+            # An odd vocabulary, like 50265: no model axis divides it.
+            "tiny": dict(
+                _SMALL,
+                vocabulary_size=97,
+                num_heads=4,
+                intermediate_dim=64,
+                max_sequence_length=32,
+            ),
+            # bart_base_en: 12 heads, which an 8-way axis does not divide,
+            # in the encoder, decoder and cross-attention; no dropout.
+            "twelve_heads": dict(
+                _ONE_BLOCK,
+                vocabulary_size=97,
+                num_heads=12,
+                hidden_dim=96,
+                intermediate_dim=128,
+                max_sequence_length=16,
+                dropout=0.0,
+            ),
+        },
+        kind=ENCODER,
+        inputs=(
+            "encoder_token_ids",
+            "encoder_padding_mask",
+            "decoder_token_ids",
+            "decoder_padding_mask",
+        ),
+        # Encoder self-attention, decoder self- and cross-attention.
+        distinct_blocks=lambda c: 3 * c["num_layers"],
+        make_inputs=_seq2seq_inputs,
+        output_shapes=_seq2seq_output_shapes,
+    ),
+    "T5Backbone": Enrolment(
+        "keras_nlp.models.t5.t5_backbone",
+        {
+            # flan_small_multi: gated GELU, untied, 6 heads of a width
+            # (key_value_dim) that does not give hidden_dim, so the flat
+            # heads (48) divide by 4 and 8 while the heads don't.
+            "tiny": dict(
+                _SMALL,
+                num_heads=6,
+                key_value_dim=8,
+                intermediate_dim=48,
+                activation="gelu",
+                use_gated_activation=True,
+                tie_embedding_weights=False,
+            ),
+            # t5_small_multi: ReLU, not gated, tied, 8 heads that every
+            # model axis divides; non-default epsilon and no dropout.
+            "relu_tied_8_heads": dict(
+                _ONE_BLOCK,
+                num_heads=8,
+                hidden_dim=64,
+                intermediate_dim=128,
+                activation="relu",
+                use_gated_activation=False,
+                tie_embedding_weights=True,
+                layer_norm_epsilon=1e-5,
+                dropout=0.0,
+            ),
+        },
+        kind=ENCODER,
+        inputs=(
+            "encoder_token_ids",
+            "encoder_padding_mask",
+            "decoder_token_ids",
+            "decoder_padding_mask",
+        ),
+        # Encoder self-attention, decoder self- and cross-attention.
+        distinct_blocks=lambda c: 3 * c["num_layers"],
+        make_inputs=_seq2seq_inputs,
+        output_shapes=_seq2seq_output_shapes,
+    ),
+    "XLNetBackbone": Enrolment(
+        "keras_nlp.models.xlnet.xlnet_backbone",
+        {
+            # 4 heads, which the 8-way axis does not divide; a vocabulary
+            # divisible by 32 like 32000.
+            "tiny": dict(_SMALL, num_heads=4, intermediate_dim=64),
+            # xlnet_base_like (keras-hub has no preset): 12 heads, which an
+            # 8-way axis does not divide; non-default dropout.
+            "twelve_heads": dict(
+                _ONE_BLOCK,
+                num_heads=12,
+                hidden_dim=96,
+                intermediate_dim=128,
+                dropout=0.1,
+            ),
+        },
+        kind=ENCODER,
+        inputs=("token_ids", "padding_mask", "segment_ids"),
+    ),
+    "PaliGemmaBackbone": Enrolment(
+        "keras_nlp.models.pali_gemma.pali_gemma_backbone",
+        {
+            # PaliGemma 1 (Gemma 2B's 8:1 heads, here 4:1); the vision
+            # tower's 8 heads divide every model axis, like SigLIP's 16.
+            "tiny": dict(
+                _SMALL,
+                **_heads(4, 1),
+                intermediate_dim=64,
+                head_dim=8,
+                image_size=16,
+                vit_patch_size=4,
+                vit_num_heads=8,
+                vit_hidden_dim=32,
+                vit_num_layers=2,
+                vit_intermediate_dim=64,
+            ),
+            # PaliGemma 2 (Gemma 2 2B's 8:4 heads): post-norms, soft caps,
+            # a window shorter than the 16 patches + 12 tokens; SigLIP's 16
+            # vision heads.
+            "gemma2_8_4": dict(
+                _ONE_BLOCK,
+                **_heads(8, 4),
+                hidden_dim=64,
+                intermediate_dim=128,
+                head_dim=8,
+                image_size=16,
+                vit_patch_size=4,
+                vit_num_heads=16,
+                vit_hidden_dim=32,
+                vit_num_layers=1,
+                vit_intermediate_dim=48,
+                use_post_ffw_norm=True,
+                use_post_attention_norm=True,
+                attention_logit_soft_cap=50.0,
+                final_logit_soft_cap=30.0,
+                use_sliding_window_attention=True,
+                sliding_window_size=6,
+            ),
+        },
+        kind=ENCODER,
+        inputs=("images", "token_ids", "padding_mask", "response_mask"),
+        # Text `query`/`value` and vision `query_proj`/`value_proj` adapters:
+        # both configs have as many vision blocks as text blocks.
+        make_inputs=_image_text_inputs,
+        output_shapes=_image_text_output_shapes,
+    ),
+    "WhisperBackbone": Enrolment(
+        "keras_nlp.models.whisper.whisper_backbone",
+        {
+            # The English vocabulary, like 51864, divides every model axis.
+            "tiny": dict(
+                _SMALL,
+                num_heads=4,
+                intermediate_dim=64,
+                num_mels=8,
+                max_encoder_sequence_length=32,
+                max_decoder_sequence_length=16,
+            ),
+            # whisper_tiny_multi: 6 heads, which the model axes 4 and 8 do
+            # not divide, and the odd multilingual vocabulary (51865).
+            "six_heads_odd_vocab": dict(
+                _ONE_BLOCK,
+                vocabulary_size=97,
+                num_heads=6,
+                hidden_dim=48,
+                intermediate_dim=64,
+                num_mels=8,
+                max_encoder_sequence_length=32,
+                max_decoder_sequence_length=16,
+                dropout=0.1,
+            ),
+        },
+        kind=ENCODER,
+        inputs=(
+            "encoder_features",
+            "decoder_token_ids",
+            "decoder_padding_mask",
+        ),
+        # Encoder self-attention, decoder self- and cross-attention.
+        distinct_blocks=lambda c: 3 * c["num_layers"],
+        make_inputs=_whisper_inputs,
+        output_shapes=_whisper_output_shapes,
     ),
 }
 

@@ -38,6 +38,7 @@ def build_gemma_stack(
     dropout,
     attention_options,
     use_bidirectional_attention=False,
+    init_graph=init_decoder_graph,
     dtype=None,
     **kwargs,
 ):
@@ -55,6 +56,9 @@ def build_gemma_stack(
         attention_options: callable mapping a block index to a dict of
             further `gemma_attention` arguments for that block (its
             sliding window, RoPE wavelength and scaling, q/k norms).
+        init_graph: wires the functional graph, called like
+            `keras_nlp.models.decoder.init_decoder_graph` (the default);
+            a multimodal backbone passes its own.
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
         The other arguments are `GemmaBackbone`'s.
@@ -106,7 +110,7 @@ def build_gemma_stack(
         x = backbone.token_embedding(token_ids)
         return x * ops.cast(ops.sqrt(float(hidden_dim)), x.dtype)
 
-    init_decoder_graph(
+    init_graph(
         backbone,
         embed=embed,
         blocks=backbone.transformer_layers,

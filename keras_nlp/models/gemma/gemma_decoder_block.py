@@ -132,6 +132,9 @@ class GemmaDecoderBlock(keras.layers.Layer):
         cache_update_index: int or scalar tensor, position of the first
             input token in the cache.
         training: bool. Enables dropout.
+        attention_mask: Optional boolean `(batch, seq, key_len)` mask of
+            allowed query/key pairs, used instead of the causal (or
+            bidirectional) padding mask, e.g. PaliGemma's prefix-LM mask.
 
     Example:
 
@@ -252,10 +255,13 @@ class GemmaDecoderBlock(keras.layers.Layer):
         cache=None,
         cache_update_index=None,
         training=None,
+        attention_mask=None,
     ):
-        mask = self._attention_mask(
-            inputs, padding_mask, cache, cache_update_index
-        )
+        mask = attention_mask
+        if mask is None:
+            mask = self._attention_mask(
+                inputs, padding_mask, cache, cache_update_index
+            )
         cache_kwargs = {}
         if cache is not None:
             cache_kwargs = dict(

@@ -1,9 +1,19 @@
-"""Gemma 3 decoder backbone (text only)."""
+"""Gemma 3 decoder backbone, with an optional vision encoder."""
 
+import keras
+from keras import ops
+
+from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import MODEL
+from keras_nlp.layers.layout_rules import named_rule
+from keras_nlp.layers.vit_encoder import vision_transformer_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.functional import init_functional
 from keras_nlp.models.gemma.gemma_backbone import build_gemma_stack
 from keras_nlp.models.gemma.gemma_backbone import gemma_layout_rules
 from keras_nlp.models.gemma3.gemma3_presets import GEMMA3_PRESETS
+from keras_nlp.models.gemma3.gemma3_vision_encoder import PROJECTION_DIMS
+from keras_nlp.models.gemma3.gemma3_vision_encoder import Gemma3VisionEncoder
 
 # With sliding windows on, every sixth block (indices 5, 11, ...) attends
 # globally and the other five locally.
@@ -20,21 +30,129 @@ def is_local_layer(index, use_sliding_window_attention):
     )
 
 
+def vision_encoder_from(value):
+    """A `Gemma3VisionEncoder` from an instance, `None` or a config dict.
+
+    A dict is a serialized encoder, ours or keras-hub's (same arguments),
+    as `get_config` and preset files hold it; it is built here, so inside
+    any active distribution scope.
+    """
+    if value is None or isinstance(value, keras.Model):
+        return value
+    if isinstance(value, dict):
+        if value.get("class_name") == "Gemma3VisionEncoder":
+            config = dict(value["config"])
+            config.pop("build_config", None)
+            return Gemma3VisionEncoder.from_config(config)
+        if "class_name" not in value:
+            return Gemma3VisionEncoder(**value)
+    raise ValueError(
+        "`vision_encoder` must be None, a Gemma3VisionEncoder or its "
+        f"serialized config. Received: {value!r}."
+    )
+
+
+class InterleaveImageTokens(keras.layers.Layer):
+    """Writes image soft tokens into the text embeddings at given indices.
+
+    Row `b` of `vision_indices` lists the text positions of that row's
+    image tokens, image after image; unused entries are `0`, so position
+    `0` always keeps its text embedding (keras-hub's convention).
+
+    Call arguments:
+        image_tokens: `(batch * images_per_row, tokens_per_image, hidden)`.
+        text_embeddings: `(batch, length, hidden)`.
+        vision_indices: `(batch, images_per_row * tokens_per_image)`.
+    """
+
+    def call(self, image_tokens, text_embeddings, vision_indices):
+        batch = ops.shape(text_embeddings)[0]
+        length = ops.shape(text_embeddings)[1]
+        hidden = ops.shape(text_embeddings)[2]
+        flat = ops.reshape(text_embeddings, (batch * length, hidden))
+        row_starts = ops.arange(batch, dtype="int32") * length
+        positions = ops.cast(vision_indices, "int32") + row_starts[:, None]
+        updates = ops.reshape(image_tokens, (-1, hidden))
+        updated = ops.scatter_update(
+            flat, ops.reshape(positions, (-1, 1)), updates
+        )
+        # Undo any write to position 0 (the padding of `vision_indices`).
+        updated = ops.scatter_update(
+            updated, row_starts[:, None], ops.take(flat, row_starts, axis=0)
+        )
+        return ops.reshape(updated, (batch, length, hidden))
+
+    def compute_output_shape(
+        self, image_tokens_shape, text_embeddings_shape, vision_indices_shape
+    ):
+        return text_embeddings_shape
+
+
+class VisionAttentionMask(keras.layers.Layer):
+    """Causal attention, bidirectional within each image, over real keys.
+
+    A query sees earlier real tokens, and every token of the image it
+    belongs to (images are runs of `vision_mask`); with
+    `sliding_window_size`, only keys within the window on either side.
+
+    Args:
+        sliding_window_size: int or `None`.
+
+    Call arguments:
+        padding_mask: `(batch, length)`, non-zero for real tokens.
+        vision_mask: `(batch, length)`, non-zero for image tokens.
+    """
+
+    def __init__(self, sliding_window_size=None, **kwargs):
+        super().__init__(**kwargs)
+        self.sliding_window_size = sliding_window_size
+
+    def call(self, padding_mask, vision_mask):
+        vision = ops.cast(ops.cast(vision_mask, "bool"), "int32")
+        previous = ops.pad(vision[:, :-1], ((0, 0), (1, 0)))
+        # Number the images 1, 2, ... from where each run starts.
+        image_id = ops.cumsum(ops.cast(vision > previous, "int32"), axis=-1)
+        image_id = image_id * vision
+        same_image = ops.logical_and(
+            ops.equal(image_id[:, :, None], image_id[:, None, :]),
+            (image_id > 0)[:, :, None],
+        )
+        positions = ops.arange(ops.shape(vision)[1], dtype="int32")
+        distance = positions[:, None] - positions[None, :]
+        mask = ops.logical_or((distance >= 0)[None], same_image)
+        mask = ops.logical_and(mask, ops.cast(padding_mask, "bool")[:, None, :])
+        if self.sliding_window_size is not None:
+            window = ops.abs(distance) < self.sliding_window_size
+            mask = ops.logical_and(mask, window[None])
+        return mask
+
+    def compute_output_shape(self, padding_mask_shape, vision_mask_shape):
+        length = padding_mask_shape[1]
+        return (padding_mask_shape[0], length, length)
+
+    def get_config(self):
+        config = super().get_config()
+        config["sliding_window_size"] = self.sliding_window_size
+        return config
+
+
 class Gemma3Backbone(Backbone):
-    """Gemma 3 text decoder mapping token ids to normalized hidden states.
+    """Gemma 3 decoder mapping token ids (and images) to hidden states.
 
     Gemma 2's block (pre- and optional post-norms, GeGLU feed-forward,
     tied and scaled token embedding) with RMS-normalized query and key heads
     and interleaved attention: with `use_sliding_window_attention`, five
     local blocks (sliding window, RoPE wavelength 10k) alternate with one
-    global block (full causal attention, RoPE wavelength 1M). Only the text
-    model is supported: `vision_encoder` must be `None`, and the embedding
-    model options of keras-hub's class are rejected.
+    global block (full causal attention, RoPE wavelength 1M). With a
+    `vision_encoder`, each image's soft tokens replace the text embeddings
+    at its `vision_indices`, and the tokens of one image attend to each
+    other bidirectionally (`vision_mask`); the text stays causal. The
+    embedding model options of keras-hub's class are rejected.
 
     Args:
         vocabulary_size: int. Number of rows of the (tied) token embedding.
-        image_size: int or `None`. Image resolution of the vision model;
-            stored for config compatibility, unused by the text model.
+        image_size: int or `None`. Height and width of the input images
+            (the vision encoder's); unused by a text-only model.
         num_layers: int. Number of decoder blocks.
         num_query_heads: int. Query heads per attention layer.
         num_key_value_heads: int. Key/value heads per attention layer; must
@@ -67,7 +185,13 @@ class Gemma3Backbone(Backbone):
             blocks. Defaults to `1.0`.
         global_rope_scaling_factor: float. RoPE position scaling of the
             global blocks. Defaults to `1.0`.
-        vision_encoder: Must be `None` (text only).
+        vision_encoder: `None` (text only), a `Gemma3VisionEncoder`, or
+            its serialized config (ours or keras-hub's), which is built
+            here, inside any active distribution scope: pass a config to
+            shard it. The inputs are then `token_ids`, `padding_mask`,
+            `images` `(batch, images_per_row, image_size, image_size, 3)`,
+            `vision_indices` `(batch, images_per_row * tokens_per_image)`
+            and `vision_mask` `(batch, length)`. Defaults to `None`.
         layer_norm_epsilon: float. Epsilon of every normalization. Defaults
             to `1e-6`.
         use_bidirectional_attention: bool. If `True`, tokens attend to
@@ -111,8 +235,19 @@ class Gemma3Backbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        # The q/k norm scales are rank 1 and need no rule.
-        return gemma_layout_rules()
+        # The q/k norm scales are rank 1 and need no rule. Vision paths
+        # start with `image_encoder/` or `vision_`, text paths never do.
+        rules = gemma_layout_rules()
+        if config.get("vision_encoder") is not None:
+            rules += [
+                *vision_transformer_rules("image_encoder/"),
+                named_rule(
+                    "vision_output_encoder/vision_input_projection/kernel",
+                    PROJECTION_DIMS,
+                    {"vision_hidden": DATA, "hidden": MODEL},
+                ),
+            ]
+        return rules
 
     def __init__(
         self,
@@ -144,11 +279,7 @@ class Gemma3Backbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        if vision_encoder is not None:
-            raise ValueError(
-                "Gemma3Backbone is text only: `vision_encoder` must be None. "
-                f"Received: vision_encoder={vision_encoder!r}."
-            )
+        vision_encoder = vision_encoder_from(vision_encoder)
         if (
             is_embedding_model
             or pooling_intermediate_dim is not None
@@ -199,4 +330,78 @@ class Gemma3Backbone(Backbone):
             use_bidirectional_attention=use_bidirectional_attention,
             dtype=dtype,
             **kwargs,
+            **(
+                {}
+                if vision_encoder is None
+                else dict(
+                    init_graph=self._vision_graph(
+                        vision_encoder,
+                        image_size,
+                        use_sliding_window_attention,
+                        sliding_window_size,
+                        use_bidirectional_attention,
+                    )
+                )
+            ),
         )
+        if vision_encoder is not None:
+            self.num_vision_tokens_per_image = (
+                vision_encoder.num_vision_tokens_per_image
+            )
+
+    @staticmethod
+    def _vision_graph(
+        vision_encoder,
+        image_size,
+        use_sliding_window_attention,
+        sliding_window_size,
+        use_bidirectional_attention,
+    ):
+        """`init_graph` for `build_gemma_stack` with images interleaved."""
+
+        def init_graph(backbone, embed, blocks, final_norm, **kwargs):
+            backbone.vision_encoder = vision_encoder
+            int_input = dict(shape=(None,), dtype="int32")
+            inputs = {
+                "token_ids": keras.Input(name="token_ids", **int_input),
+                "padding_mask": keras.Input(name="padding_mask", **int_input),
+                "images": keras.Input(
+                    shape=(None, image_size, image_size, 3), name="images"
+                ),
+                "vision_indices": keras.Input(
+                    name="vision_indices", **int_input
+                ),
+                "vision_mask": keras.Input(name="vision_mask", **int_input),
+            }
+            x = InterleaveImageTokens(name="interleave_embeddings")(
+                vision_encoder(inputs["images"]),
+                embed(inputs["token_ids"]),
+                inputs["vision_indices"],
+            )
+            masks = {}
+            for index, block in enumerate(blocks):
+                if use_bidirectional_attention:
+                    # Every real token sees every other: no image runs.
+                    x = block(x, padding_mask=inputs["padding_mask"])
+                    continue
+                local = is_local_layer(index, use_sliding_window_attention)
+                window = sliding_window_size if local else None
+                if window not in masks:
+                    masks[window] = VisionAttentionMask(
+                        window,
+                        name="local_mask" if local else "global_mask",
+                    )(inputs["padding_mask"], inputs["vision_mask"])
+                x = block(x, attention_mask=masks[window])
+            init_functional(
+                backbone, inputs=inputs, outputs=final_norm(x), **kwargs
+            )
+
+        return init_graph
+
+    def get_config(self):
+        config = super().get_config()
+        if config.get("vision_encoder") is not None:
+            config["vision_encoder"] = keras.layers.serialize(
+                self.vision_encoder
+            )
+        return config

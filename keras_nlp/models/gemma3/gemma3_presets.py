@@ -1,7 +1,8 @@
 """Built-in Gemma 3 preset configs (configs only: no weights are bundled).
 
-Values match the published text-only Gemma 3 checkpoints in the keras-hub
-format.
+Values match the published Gemma 3 checkpoints in the keras-hub format:
+the text-only sizes, and the multimodal 4B, 12B and 27B with their vision
+encoder.
 """
 
 # Shared by every Gemma 3 size: q/k norms, Gemma 2's post-norms, no logit
@@ -88,3 +89,33 @@ GEMMA3_PRESETS = {
         **_LONG_CONTEXT,
     },
 }
+
+
+def _with_vision(text_preset):
+    """A multimodal preset: the text preset plus the SigLIP So400m encoder
+    (896-pixel images, 14-pixel patches, 4x4 pooling: 256 soft tokens per
+    image) projected to its hidden width."""
+    config = dict(GEMMA3_PRESETS[text_preset])
+    config["vision_encoder"] = {
+        "image_size": 896,
+        "patch_size": 14,
+        "num_heads": 16,
+        "hidden_dim": 1152,
+        "num_layers": 27,
+        "intermediate_dim": 4304,
+        "output_dim": config["hidden_dim"],
+        "pool_size": 4,
+        "layer_norm_epsilon": 1e-6,
+    }
+    return config
+
+
+# keras-hub's multimodal sizes (parameter counts checked against its
+# listing: 4299915632, 12187079280, 27432062576).
+GEMMA3_PRESETS.update(
+    {
+        "gemma3_4b": _with_vision("gemma3_4b_text"),
+        "gemma3_12b": _with_vision("gemma3_12b_text"),
+        "gemma3_27b": _with_vision("gemma3_27b_text"),
+    }
+)

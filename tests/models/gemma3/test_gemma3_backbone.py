@@ -95,12 +95,19 @@ def test_preset_parameter_counts_match_the_reference(preset):
     assert plan.total_params == PRESET_PARAMS[preset]
 
 
-def test_presets_are_the_five_text_models():
-    assert sorted(Gemma3Backbone.presets) == sorted(PRESET_PARAMS)
-    for config in Gemma3Backbone.presets.values():
+def test_presets_are_the_five_text_models_and_three_multimodal_ones():
+    presets = Gemma3Backbone.presets
+    text = [name for name in presets if "vision_encoder" not in presets[name]]
+    assert sorted(text) == sorted(PRESET_PARAMS)
+    # With the vision encoder (tests/models/gemma3/test_gemma3_vision.py).
+    assert sorted(set(presets) - set(text)) == [
+        "gemma3_12b",
+        "gemma3_27b",
+        "gemma3_4b",
+    ]
+    for config in presets.values():
         assert config["use_query_key_norm"] is True
         assert config["use_sliding_window_attention"] is True
-        assert "vision_encoder" not in config
     assert not Gemma3Backbone.presets["gemma3_27b_text"][
         "query_head_dim_normalize"
     ]

@@ -4,8 +4,10 @@ The source is the shared reference `checkpoint_shapes.json` (keras-hub
 0.32.0 backbones built with each preset's config and `num_layers=1`, keras
 3.15.1, jax 0.10.2, CPU; see its `_about`). Only the presets of classes
 enrolled in `tests/models/tiny_configs.py` are kept, as `{preset: {"class",
-"config", "shapes": {path: shape}}}`; `config` is keras-hub's, without
-`num_layers`. Run from the repository root when a class is enrolled:
+"config", "shapes": {path: shape}}}`, plus `"repeated_paths": {path:
+count}` where keras-hub gives one path to several variables; `config` is
+keras-hub's, without `num_layers`. Run from the repository root when a
+class is enrolled:
 
     python tests/models/golden/make_checkpoint_shapes.py \
         ../shared/reference/checkpoint_shapes.json
@@ -17,6 +19,10 @@ import re
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
+# Paths keras-hub gives to more than one variable, and how many: the
+# reference lists each path once. T5 makes its encoder's and decoder's
+# relative attention biases outside their layers' name scopes.
+REPEATED_PATHS = {"T5Backbone": {"self_attention/embeddings": 2}}
 sys.path.insert(0, str(HERE.parents[2]))
 
 from tests.models.tiny_configs import TINY_CONFIGS  # noqa: E402
@@ -37,6 +43,8 @@ def main(source):
                 path: shape for path, shape in entry["variables_num_layers_1"]
             },
         }
+        if entry["class"] in REPEATED_PATHS:
+            presets[preset]["repeated_paths"] = REPEATED_PATHS[entry["class"]]
     golden = {
         "_about": (
             "Variable path -> shape of keras-hub 0.32.0 backbones built "
