@@ -305,9 +305,10 @@ def outputs_and_gradients(block, x):
         return (y * y).sum(), y
 
     weights = [v.value for v in block.trainable_variables]
-    (_, y), grads = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
-        weights, x
-    )
+    # One compiled program instead of op-by-op dispatch.
+    (_, y), grads = jax.jit(
+        jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)
+    )(weights, x)
     return np.asarray(y), [np.asarray(g) for g in (*grads[0], grads[1])]
 
 
