@@ -8,9 +8,10 @@ one list of meshes, so that enrolling a class there runs it through all of:
 3. output shape, and bfloat16 (its first config: a dtype recompiles all);
 4. the plan equals every real variable's sharding, on `BUILD_MESHES`
    (a class's extra configs: on `OUTPUT_MESHES`);
-5. the sharded output equals the unsharded one, on `OUTPUT_MESHES`;
-6. LoRA under a mesh: adapters laid out like their kernels, only they
-   train, and the output is unchanged while B is zero;
+5. the sharded output equals the unsharded one, on `OUTPUT_MESHES` (a
+   class's extra configs: on the first);
+6. LoRA under a mesh (its first config): adapters laid out like their
+   kernels, only they train, and the output is unchanged while B is zero;
 7. preset round trips (its first config): unsharded, and saved on one mesh
    (or none) then loaded on another (or none);
 8. for decoders: causality, and padding on the invisible side.
@@ -64,7 +65,16 @@ BUILD_CASES = [
     for mesh in BUILD_MESHES
     if case[1] == "tiny" or mesh in OUTPUT_MESHES
 ]
-# Saving and loading do not depend on the shapes: one config per class.
+# Each sharded forward pass compiles anew: a class's extra configs compare
+# outputs on the pure model-parallel mesh, where their heads fall back.
+OUTPUT_CASES = [
+    (case, mesh)
+    for case in CASES
+    for mesh in OUTPUT_MESHES
+    if case[1] == "tiny" or mesh == OUTPUT_MESHES[0]
+]
+# Saving, loading and LoRA's layouts do not depend on the shapes: one
+# config per class.
 PRESET_CASES = [(name, "tiny") for name in sorted(TINY_CONFIGS)]
 DECODER_CASES = [c for c in CASES if TINY_CONFIGS[c[0]].kind == DECODER]
 GOLDEN = json.loads(
@@ -261,15 +271,24 @@ def test_config_round_trip(case):
         assert key in config
     # Plain JSON values only: a preset's config.json holds exactly this.
     restored = json.loads(json.dumps(config))
+    assert restored == config
+    if case[1] != "tiny":
+        # The restored config plans the same variables (no allocation).
+        plan = ref.backbone_cls.plan_layout(
+            {"batch": 1, "model": 1}, config=restored
+        )
+        assert [(w.path, tuple(w.shape)) for w in plan.weights] == [
+            (v.path, tuple(v.shape)) for v in ref.backbone.weights
+        ]
+        return
+    # A class's first config is rebuilt for real and gives the same outputs.
     clone = ref.backbone_cls.from_config(restored)
     assert clone.get_config() == config
     assert [(v.path, tuple(v.shape)) for v in clone.weights] == [
         (v.path, tuple(v.shape)) for v in ref.backbone.weights
     ]
     clone.set_weights(ref.backbone.get_weights())
-    # A new model compiles anew: outputs on each class's first config.
-    if case[1] == "tiny":
-        assert_outputs_close(forward(clone, ref.inputs), ref.outputs, atol=0)
+    assert_outputs_close(forward(clone, ref.inputs), ref.outputs, atol=0)
 
 
 @pytest.mark.parametrize("case", CASES, ids=case_id)
@@ -322,8 +341,11 @@ def test_sharded_build_follows_its_plan(case, mesh_shape):
 
 
 @multi_device
-@pytest.mark.parametrize("mesh_shape", OUTPUT_MESHES, ids=str)
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize(
+    "case, mesh_shape",
+    OUTPUT_CASES,
+    ids=[f"{case_id(c)}-{m}" for c, m in OUTPUT_CASES],
+)
 def test_sharded_output_equals_unsharded(case, mesh_shape):
     backbone, distribution = sharded(*case, mesh_shape)
     ref = reference(*case)
@@ -337,7 +359,7 @@ def test_sharded_output_equals_unsharded(case, mesh_shape):
 
 
 @multi_device
-@pytest.mark.parametrize("case", CASES, ids=case_id)
+@pytest.mark.parametrize("case", PRESET_CASES, ids=case_id)
 def test_lora_under_a_mesh(case):
     ref = reference(*case)
     distribution = distribution_for(ref.backbone_cls, LORA_MESH)

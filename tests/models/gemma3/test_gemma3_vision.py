@@ -162,7 +162,9 @@ def test_text_only_model_has_no_vision_inputs():
 
 
 @pytest.mark.multi_device
-@pytest.mark.parametrize("mesh_shape", [(2, 4), (1, 8)], ids=str)
+# The 8-way model axis, which divides neither tower's 4 heads nor the
+# text's 2 key/value heads: the most fallbacks.
+@pytest.mark.parametrize("mesh_shape", [(1, 8)], ids=str)
 def test_sharded_matches_unsharded(mesh_shape):
     oracle, ours, inputs = make_pair()
     assert_encoder_matches_oracle(ours, oracle, inputs)
