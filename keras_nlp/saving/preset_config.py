@@ -68,6 +68,40 @@ def _deserialize_dtype(value, path):
     )
 
 
+def _plain_nested_object(value, allowed, where, path):
+    """A serialized sub-layer a backbone takes as an argument, made plain.
+
+    Only the class names the backbone lists in its
+    `serialized_config_arguments` are accepted (its own code builds them);
+    their config must be plain data, as a backbone config's. Returns
+    `{"class_name", "config"}` with the dtype policy reduced to its name.
+    """
+    class_name = value.get("class_name")
+    registered = value.get("registered_name")
+    package, _, registered_class = (registered or "").rpartition(">")
+    if class_name not in allowed or (
+        registered is not None
+        and (
+            registered_class != class_name or package not in REGISTERED_PACKAGES
+        )
+    ):
+        raise PresetError(
+            f"{path}: {where} is a serialized {class_name!r} (registered "
+            f"{registered!r}); this argument takes only {', '.join(allowed)}."
+        )
+    config = value.get("config")
+    if not isinstance(config, dict):
+        raise PresetError(f"{path}: {where}.config must be an object.")
+    config = dict(config)
+    config.pop("build_config", None)
+    dtype = _deserialize_dtype(config.pop("dtype", None), path)
+    for key, item in config.items():
+        _check_plain(item, f"{where}.config.{key}", path)
+    if dtype is not None:
+        config["dtype"] = dtype
+    return {"class_name": class_name, "config": config}
+
+
 def backbone_class_for(registered_name, class_name, path):
     """Our backbone class for a registered name such as `keras_hub>X`."""
     classes = registered_backbones()
@@ -114,7 +148,17 @@ def read_backbone_config(preset_dir):
     )
     config = dict(data["config"])
     dtype = config.pop("dtype", None)
+    # Sub-layers a backbone takes as arguments (Gemma 3's vision encoder).
+    nested = getattr(cls, "serialized_config_arguments", {})
+    for key, allowed in nested.items():
+        value = config.get(key)
+        if isinstance(value, dict) and "class_name" in value:
+            config[key] = _plain_nested_object(
+                value, allowed, f"config.{key}", path
+            )
     for key, value in config.items():
+        if key in nested and isinstance(value, dict) and "class_name" in value:
+            continue
         _check_plain(value, f"config.{key}", path)
     parameters = inspect.signature(cls.__init__).parameters
     # `name` and `trainable` reach keras.Model through **kwargs.

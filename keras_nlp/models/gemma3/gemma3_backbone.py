@@ -232,6 +232,9 @@ class Gemma3Backbone(Backbone):
     """
 
     presets = GEMMA3_PRESETS
+    # A preset's config.json holds the vision encoder serialized; loading
+    # accepts this class only (keras_nlp.saving.preset_config).
+    serialized_config_arguments = {"vision_encoder": ("Gemma3VisionEncoder",)}
 
     @staticmethod
     def _layout_rules(config):

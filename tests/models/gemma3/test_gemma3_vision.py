@@ -18,7 +18,9 @@ from keras_hub.src.models.gemma3.gemma3_vision_encoder import (
     Gemma3VisionEncoder as HubVisionEncoder,
 )
 
+from keras_nlp.models import Backbone
 from keras_nlp.models.gemma3 import Gemma3Backbone
+from keras_nlp.saving.preset_files import PresetError
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_encoder_matches_oracle
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
@@ -202,3 +204,29 @@ def test_vision_presets_match_keras_hub_parameter_counts():
             {"batch": 1, "model": 1}, preset=preset
         )
         assert plan.total_params == listed[preset]["metadata"]["params"]
+
+
+def test_keras_hub_vision_preset_loads_bit_identically(tmp_path):
+    # keras-hub writes a preset of a Gemma 3 with a vision encoder; ours
+    # reads the class, the encoder's config and every weight from it.
+    oracle, _, inputs = make_pair()
+    oracle.save_to_preset(str(tmp_path))
+    ours = Backbone.from_preset(str(tmp_path))
+    assert type(ours) is Gemma3Backbone
+    assert ours.get_config()["vision_encoder"] is not None
+    theirs = {v.path: keras.ops.convert_to_numpy(v) for v in oracle.weights}
+    mine = {v.path: keras.ops.convert_to_numpy(v) for v in ours.weights}
+    assert sorted(mine) == sorted(theirs)
+    for path, value in theirs.items():
+        np.testing.assert_array_equal(mine[path], value, err_msg=path)
+    # Ours saves it the same way and loads it back; any other class in
+    # that argument is refused, never deserialized.
+    ours.save_to_preset(str(tmp_path / "ours"))
+    again = Backbone.from_preset(str(tmp_path / "ours"))
+    assert again.get_config() == ours.get_config()
+    config_file = tmp_path / "ours" / "config.json"
+    saved = json.loads(config_file.read_text())
+    saved["config"]["vision_encoder"]["class_name"] = "Lambda"
+    config_file.write_text(json.dumps(saved))
+    with pytest.raises(PresetError, match="takes only Gemma3VisionEncoder"):
+        Backbone.from_preset(str(tmp_path / "ours"))
