@@ -182,6 +182,23 @@ def _heads(query, key_value, **kwargs):
     return dict(num_query_heads=query, num_key_value_heads=key_value, **kwargs)
 
 
+# BART, T5: token ids and padding masks of both stacks in, both sequences
+# out; LoRA's targets in encoder self-attention, decoder self- and
+# cross-attention.
+_SEQ2SEQ = dict(
+    kind=ENCODER,
+    inputs=(
+        "encoder_token_ids",
+        "encoder_padding_mask",
+        "decoder_token_ids",
+        "decoder_padding_mask",
+    ),
+    distinct_blocks=lambda c: 3 * c["num_layers"],
+    make_inputs=_seq2seq_inputs,
+    output_shapes=_seq2seq_output_shapes,
+)
+
+
 TINY_CONFIGS = {
     "GemmaBackbone": Enrolment(
         "keras_nlp.models.gemma.gemma_backbone",
@@ -843,17 +860,7 @@ TINY_CONFIGS = {
                 dropout=0.0,
             ),
         },
-        kind=ENCODER,
-        inputs=(
-            "encoder_token_ids",
-            "encoder_padding_mask",
-            "decoder_token_ids",
-            "decoder_padding_mask",
-        ),
-        # Encoder self-attention, decoder self- and cross-attention.
-        distinct_blocks=lambda c: 3 * c["num_layers"],
-        make_inputs=_seq2seq_inputs,
-        output_shapes=_seq2seq_output_shapes,
+        **_SEQ2SEQ,
     ),
     "T5Backbone": Enrolment(
         "keras_nlp.models.t5.t5_backbone",
@@ -884,17 +891,7 @@ TINY_CONFIGS = {
                 dropout=0.0,
             ),
         },
-        kind=ENCODER,
-        inputs=(
-            "encoder_token_ids",
-            "encoder_padding_mask",
-            "decoder_token_ids",
-            "decoder_padding_mask",
-        ),
-        # Encoder self-attention, decoder self- and cross-attention.
-        distinct_blocks=lambda c: 3 * c["num_layers"],
-        make_inputs=_seq2seq_inputs,
-        output_shapes=_seq2seq_output_shapes,
+        **_SEQ2SEQ,
     ),
     "XLNetBackbone": Enrolment(
         "keras_nlp.models.xlnet.xlnet_backbone",
