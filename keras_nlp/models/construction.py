@@ -66,6 +66,26 @@ def _check_sizes(cls, init, arguments):
             )
 
 
+def check_heads_divide(hidden_dim, num_heads, heads_argument="num_heads"):
+    """Raises a `ValueError` unless `hidden_dim` splits into the heads.
+
+    That every size is a positive integer `Backbone` checks for every
+    backbone, before its constructor runs.
+
+    Args:
+        hidden_dim: int.
+        num_heads: int.
+        heads_argument: the backbone's name for `num_heads`, as the message
+            calls it.
+    """
+    if hidden_dim % num_heads:
+        raise ValueError(
+            f"`hidden_dim` must be divisible by `{heads_argument}` (each "
+            f"head is hidden_dim // {heads_argument} wide). Received: "
+            f"hidden_dim={hidden_dim}, {heads_argument}={num_heads}."
+        )
+
+
 def _constructor_arguments(init, instance, args, kwargs):
     """The arguments of a constructor call, defaults applied, as a dict."""
     signature = inspect.signature(init)

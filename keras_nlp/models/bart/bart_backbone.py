@@ -11,9 +11,9 @@ from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.layers.transformer_decoder import TransformerDecoderBlock
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bart.bart_presets import BART_PRESETS
+from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.families.bert import encoder_block
 from keras_nlp.models.families.bert import encoder_block_rules
-from keras_nlp.models.families.gpt import check_heads_divide
 from keras_nlp.models.functional import init_functional
 
 ENCODER_BLOCK = r"transformer_encoder_layer_\d+/"

@@ -11,7 +11,7 @@ from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.dense import fresh_initializer
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.layout_rules import named_rule
-from keras_nlp.models.families.gpt import check_heads_divide
+from keras_nlp.models.construction import check_heads_divide
 
 # Query, key and value kernels `(hidden, heads, head_dim)`; the output
 # kernel reads the heads concatenated, `(heads * head_dim, hidden)`.

@@ -30,8 +30,8 @@ from keras_nlp.layers.token_and_position_embedding import (
 from keras_nlp.layers.token_and_position_embedding import segment_embedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.layers.transformer_encoder import TransformerEncoderBlock
+from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.encoder import init_encoder_graph
-from keras_nlp.models.families.gpt import check_heads_divide
 
 # The paths of the blocks, `transformer_layer_{i}/...`.
 BLOCK = r"transformer_layer_\d+/"

@@ -16,9 +16,9 @@ from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.families.gpt import BLOCK
 from keras_nlp.models.families.gpt import build_gpt_blocks
-from keras_nlp.models.families.gpt import check_heads_divide
 
 # The attention projections' names in BLOOM and Falcon checkpoints.
 ATTENTION_NAMES = {

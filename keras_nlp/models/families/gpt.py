@@ -21,6 +21,7 @@ from keras_nlp.layers.token_and_position_embedding import (
     TokenAndPositionEmbedding,
 )
 from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.decoder import init_decoder_graph
 
 # The paths of the blocks, `transformer_layer_{i}/...`.
@@ -32,26 +33,6 @@ BLOCK_NAMES = {
 }
 # Every GPT-2 and OPT checkpoint uses this epsilon; keras-hub fixes it.
 LAYER_NORM_EPSILON = 1e-5
-
-
-def check_heads_divide(hidden_dim, num_heads, heads_argument="num_heads"):
-    """Raises a `ValueError` unless `hidden_dim` splits into the heads.
-
-    That every size is a positive integer `Backbone` checks for every
-    backbone, before its constructor runs.
-
-    Args:
-        hidden_dim: int.
-        num_heads: int.
-        heads_argument: the backbone's name for `num_heads`, as the message
-            calls it.
-    """
-    if hidden_dim % num_heads:
-        raise ValueError(
-            f"`hidden_dim` must be divisible by `{heads_argument}` (each "
-            f"head is hidden_dim // {heads_argument} wide). Received: "
-            f"hidden_dim={hidden_dim}, {heads_argument}={num_heads}."
-        )
 
 
 def build_gpt_blocks(

@@ -20,9 +20,9 @@ from keras_nlp.layers.token_and_position_embedding import (
 )
 from keras_nlp.layers.transformer_decoder import TransformerDecoderBlock
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.families.bert import encoder_block
 from keras_nlp.models.families.bert import encoder_block_rules
-from keras_nlp.models.families.gpt import check_heads_divide
 from keras_nlp.models.functional import init_functional
 from keras_nlp.models.whisper.whisper_presets import WHISPER_PRESETS
 

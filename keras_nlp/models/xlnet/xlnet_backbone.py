@@ -9,7 +9,7 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.gpt import check_heads_divide
+from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.functional import init_functional
 from keras_nlp.models.xlnet.xlnet_layers import HEAD_BIAS_DIMS
 from keras_nlp.models.xlnet.xlnet_layers import KERNEL_DIMS
