@@ -20,6 +20,7 @@ from keras_nlp.distribution.resolver import LayoutError
 from keras_nlp.distribution.resolver import UserEntry
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import EXPERT
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.distribution.rules import LayoutRule
 from keras_nlp.distribution.rules import Role
@@ -29,6 +30,7 @@ from keras_nlp.distribution.shapes import abstract_variables
 
 __all__ = [
     "DATA",
+    "EXPERT",
     "MODEL",
     "BackboneLayoutMap",
     "Fallback",

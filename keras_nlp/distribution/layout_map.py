@@ -70,6 +70,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         *,
         model_axis,
         data_axis,
+        expert_axis=None,
         strict=False,
         plan=None,
     ):
@@ -78,6 +79,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         self._planned_class = backbone_cls
         self.model_axis = model_axis
         self.data_axis = data_axis
+        self.expert_axis = expert_axis
         self.strict = strict
         self.plan = None
         self._user_entries = {}
@@ -99,6 +101,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             self.device_mesh,
             model_axis=self.model_axis,
             data_axis=self.data_axis,
+            expert_axis=self.expert_axis,
             strict=self.strict,
             preset=self.plan.preset if self.plan else None,
             user_entries=self.user_entries,
@@ -241,10 +244,13 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             if self.plan
             else "unbound"
         )
+        expert = (
+            f"expert_axis={self.expert_axis!r} " if self.expert_axis else ""
+        )
         return (
             f"<BackboneLayoutMap {self.backbone_cls.__name__} "
             f"model_axis={self.model_axis!r} data_axis={self.data_axis!r} "
-            f"{state}, {len(self)} layouts>"
+            f"{expert}{state}, {len(self)} layouts>"
         )
 
 

@@ -116,8 +116,17 @@ class MeshShape:
         return f"MeshShape({self.shape}, {self.axis_names})"
 
 
-def check_role_axes(mesh, model_axis, data_axis):
-    """Raises unless both roles name distinct axes of `mesh` (data: or None)."""
+def check_role_axes(mesh, model_axis, data_axis, expert_axis=None):
+    """Checks the roles' axes against `mesh` and returns the expert axis.
+
+    The model and data roles must name distinct axes of `mesh` (data may be
+    `None`). `expert_axis=None` takes the mesh's `"expert"` axis if it has
+    one; an explicit expert axis must be in the mesh and may not be the data
+    axis. The expert role falls back to the model axis otherwise.
+
+    Returns:
+        The expert axis name, or `None` when experts go on the model axis.
+    """
     names = list(mesh.axis_names)
     if model_axis not in names:
         raise ValueError(
@@ -137,3 +146,22 @@ def check_role_axes(mesh, model_axis, data_axis):
             f"different mesh axes; both are {model_axis!r}. The mesh's "
             f"axis names are {names}."
         )
+    if expert_axis is None:
+        default = "expert"
+        if default in names and default not in (model_axis, data_axis):
+            return default
+        return None
+    if expert_axis not in names:
+        raise ValueError(
+            f"expert_parallel_dim_name={expert_axis!r} is not an axis of the "
+            f"device mesh. The mesh's axis names are {names} (or pass "
+            "expert_parallel_dim_name=None to put experts on the model "
+            "axis)."
+        )
+    if expert_axis == data_axis:
+        raise ValueError(
+            "expert_parallel_dim_name and data_parallel_dim_name must name "
+            f"different mesh axes; both are {expert_axis!r}. The mesh's "
+            f"axis names are {names}."
+        )
+    return None if expert_axis == model_axis else expert_axis

@@ -106,6 +106,10 @@ class WeightPlan:
         rule: the regex (of a rule, or a user's layout map key) that
             matched, or `None`.
         fallbacks: the `Fallback`s behind a `"fallback"` decision.
+        moved: `Fallback`s of axes that did not divide the dimension their
+            rule put them on and shard a later dimension instead (e.g. the
+            model axis on a feed-forward width, when it does not divide the
+            number of experts); nothing is replicated along them.
     """
 
     path: str
@@ -117,6 +121,7 @@ class WeightPlan:
     reason: str
     rule: str = None
     fallbacks: tuple = ()
+    moved: tuple = ()
 
     @property
     def params(self):
@@ -166,6 +171,8 @@ class LayoutPlan:
         data_axis: the mesh axis name used for the `DATA` role, or `None`.
         weights: a tuple of `WeightPlan`, in the model's weight order.
         preset: the preset name, when the plan was made from one.
+        expert_axis: the mesh axis name of the `EXPERT` role, or `None`
+            when experts share the model axis.
 
     Example:
 
@@ -188,6 +195,7 @@ class LayoutPlan:
     data_axis: str
     weights: tuple
     preset: str = None
+    expert_axis: str = None
 
     def weight(self, path):
         """The `WeightPlan` of the variable at `path`."""
@@ -273,6 +281,7 @@ class LayoutPlan:
             "mesh": self.mesh.axis_sizes,
             "model_axis": self.model_axis,
             "data_axis": self.data_axis,
+            "expert_axis": self.expert_axis,
             "dtypes": self.dtypes,
             "num_devices": self.num_devices,
             "total_params": self.total_params,

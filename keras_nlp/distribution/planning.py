@@ -52,6 +52,7 @@ def plan_backbone_layout(
     *,
     model_axis,
     data_axis,
+    expert_axis=None,
     strict=False,
     dtype=None,
     preset=None,
@@ -65,6 +66,8 @@ def plan_backbone_layout(
         mesh: a `DeviceMesh`, `MeshShape` or dict of axis name -> size.
         model_axis: mesh axis name of the `MODEL` role.
         data_axis: mesh axis name of the `DATA` role, or `None`.
+        expert_axis: mesh axis name of the `EXPERT` role, or `None` for the
+            model axis.
         strict: bool, raise instead of falling back.
         dtype: optional dtype to count bytes in.
         preset: the preset name, kept in the plan.
@@ -80,6 +83,7 @@ def plan_backbone_layout(
         MeshShape.from_mesh(mesh),
         model_axis=model_axis,
         data_axis=data_axis,
+        expert_axis=expert_axis,
         owner=owner,
         config=config,
         preset=preset,

@@ -24,6 +24,7 @@ from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
 from keras_nlp.distribution.plan import dtype_itemsize
 from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import EXPERT
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.distribution.rules import format_spec
 
@@ -142,37 +143,52 @@ def _place(
 ):
     """Maps one role spec onto mesh axes for `shape`.
 
+    A mesh axis shards one dimension at most: where two roles share an axis
+    (`EXPERT` on the model axis when the mesh has no expert axis, or `DATA`
+    covering the expert axis), the earlier dimension takes it. An axis that
+    does not divide its dimension is dropped there, and may then shard a
+    later dimension whose role names it.
+
     Returns:
-        `(spec, fallbacks)`: the mesh-axis spec and the dropped axes.
+        `(spec, fallbacks, moved)`: the mesh-axis spec, the `Fallback`s of
+        axes that shard nothing (the weight is replicated along them), and
+        those of axes dropped from one dimension but sharding another.
     """
     spec = []
-    fallbacks = []
+    dropped = []
+    used = set()
     for dim, (entry, dim_size) in enumerate(
         zip(alternative, shape, strict=True)
     ):
-        axes = [role_axes[role] for role in _as_tuple(entry)]
-        axes = [axis for axis in axes if axis is not None]
+        axes = []
+        for role in _as_tuple(entry):
+            for axis in role_axes[role]:
+                if axis is not None and axis not in axes and axis not in used:
+                    axes.append(axis)
         while axes and dim_size % math.prod(axis_sizes[a] for a in axes):
             # Drop the last-named axis first: rules list the axes that
             # matter most first.
-            dropped = axes.pop()
-            fallbacks.append(
+            axis = axes.pop()
+            dropped.append(
                 Fallback(
                     dim=dim,
                     dim_size=dim_size,
-                    axis=dropped,
-                    axis_size=axis_sizes[dropped],
+                    axis=axis,
+                    axis_size=axis_sizes[axis],
                     divisors=_divisors(dim_size, divisor_bound),
                     dim_name=dim_names[dim] if dim_names else None,
                 )
             )
+        used.update(axes)
         if not axes:
             spec.append(None)
         elif len(axes) == 1:
             spec.append(axes[0])
         else:
             spec.append(tuple(axes))
-    return tuple(spec), tuple(fallbacks)
+    fallbacks = tuple(f for f in dropped if f.axis not in used)
+    moved = tuple(f for f in dropped if f.axis in used)
+    return tuple(spec), fallbacks, moved
 
 
 def _shard_shape(shape, spec, axis_sizes):
@@ -184,7 +200,7 @@ def _shard_shape(shape, spec, axis_sizes):
 
 # One way of applying a rule: which alternative, and what it came to.
 _Candidate = collections.namedtuple(
-    "_Candidate", ["index", "alternative", "spec", "fallbacks"]
+    "_Candidate", ["index", "alternative", "spec", "fallbacks", "moved"]
 )
 
 
@@ -207,7 +223,7 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
         )
     tried = []
     for index, alternative in enumerate(rule.alternatives):
-        spec, fallbacks = _place(
+        spec, fallbacks, moved = _place(
             alternative,
             shape,
             role_axes,
@@ -215,7 +231,7 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
             divisor_bound,
             dim_names=dim_names,
         )
-        tried.append(_Candidate(index, alternative, spec, fallbacks))
+        tried.append(_Candidate(index, alternative, spec, fallbacks, moved))
         if not fallbacks:
             break
     chosen = tried[-1]
@@ -229,7 +245,7 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
                 c.index,
             ),
         )
-    index, alternative, spec, fallbacks = chosen
+    index, alternative, spec, fallbacks, moved = chosen
     shard_shape = _shard_shape(shape, spec, axis_sizes)
     rejected = [
         f"{format_spec(c.alternative)} does not divide ("
@@ -252,6 +268,13 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
     else:
         decision = SHARDED
         reason = f"{rule.owner} rule {format_spec(alternative)}"
+    if moved and not fallbacks:
+        decision = ALTERNATIVE
+        reason += "; " + "; ".join(
+            f"{f.short()}, so '{f.axis}' shards dim "
+            f"{_dim_of_axis(spec, f.axis)} instead"
+            for f in moved
+        )
     return WeightPlan(
         path=variable.path,
         shape=shape,
@@ -262,7 +285,29 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
         reason=reason,
         rule=rule.pattern,
         fallbacks=fallbacks,
+        moved=moved,
     )
+
+
+def _dim_of_axis(spec, axis):
+    return next(
+        dim for dim, entry in enumerate(spec) if axis in _as_tuple(entry)
+    )
+
+
+def role_axes_for(model_axis, data_axis, expert_axis=None):
+    """The mesh axes of each role, in the order a dimension takes them.
+
+    `EXPERT` is the expert axis, or the model axis when there is none.
+    Weights without an expert dimension shard FSDP-style over the expert
+    axis too, so `DATA` covers the data axis and then the expert axis.
+    """
+    expert_only = expert_axis if expert_axis != model_axis else None
+    return {
+        MODEL: (model_axis,),
+        DATA: tuple(a for a in (data_axis, expert_only) if a is not None),
+        EXPERT: (expert_axis or model_axis,),
+    }
 
 
 def bullet_list(lines):
@@ -282,6 +327,7 @@ def resolve_layout(
     model_axis,
     data_axis,
     owner,
+    expert_axis=None,
     config=None,
     preset=None,
     dtype=None,
@@ -298,6 +344,9 @@ def resolve_layout(
         data_axis: mesh axis name for the `DATA` role, or `None` to shard
             no weight on the data axis.
         owner: the backbone class name, for messages.
+        expert_axis: mesh axis name for the `EXPERT` role, or `None` to
+            put experts on the model axis. Weights with no expert dimension
+            also shard their `DATA` dimensions over it.
         config: the config the variables come from, kept in the plan.
         preset: the preset name, if any, kept in the plan.
         dtype: optional dtype name to count bytes in; defaults to each
@@ -314,11 +363,12 @@ def resolve_layout(
             matches two rules, a rule's rank or dimension names differ from
             its variable's, a rule matches no variable, a user entry is
             invalid for what it matches or matches nothing, or (`strict`) a
-            rule cannot be applied as written.
+            rule cannot be applied as written or the expert axis does not
+            divide an expert dimension.
     """
     if dtype is not None:
         dtype_itemsize(dtype)  # fail now, naming the dtype, not when printed
-    role_axes = {MODEL: model_axis, DATA: data_axis}
+    role_axes = role_axes_for(model_axis, data_axis, expert_axis)
     divisor_bound = max(64, mesh.num_devices)
     hits = {rule.pattern: 0 for rule in rules}
     weights = []
@@ -503,6 +553,7 @@ def resolve_layout(
         data_axis=data_axis,
         weights=tuple(weights),
         preset=preset,
+        expert_axis=expert_axis,
     )
     if strict and plan.fallbacks:
         lines = [
@@ -518,4 +569,22 @@ def resolve_layout(
             + "\nChoose mesh axis sizes that divide these dimensions, or "
             "pass strict=False to accept replication along those axes."
         )
+    if strict and expert_axis not in (None, model_axis):
+        off_axis = [
+            f"{weight.path} {weight.shape}: {f.short()}"
+            for weight in plan.weights
+            for f in weight.moved
+            if f.axis == expert_axis
+        ]
+        if off_axis:
+            raise LayoutError(
+                f"strict=True: the expert axis '{expert_axis}' (size "
+                f"{mesh.size(expert_axis)}) does not divide the experts of "
+                f"{len(off_axis)} {owner} weight(s), so they would not be "
+                "split by expert:\n"
+                + bullet_list(off_axis)
+                + "\nChoose an expert axis size that divides the number of "
+                "experts, or pass strict=False to shard those weights "
+                "along other dimensions instead."
+            )
     return plan

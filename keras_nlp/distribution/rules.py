@@ -4,10 +4,13 @@ A backbone's `_layout_rules(config)` returns a short list of
 `(regex, spec)` pairs. The regex is matched with `re.fullmatch` against a
 variable's path. The spec says, for each dimension of that variable, which
 *role* shards it: `MODEL` (the model-parallel mesh axis), `DATA` (the
-data-parallel mesh axis, used FSDP-style for weights), a tuple of roles, or
-`None` (not sharded). A spec may also be a list of specs: alternatives in
-order of preference, used when the preferred one does not divide the real
-shape (for example a vocabulary size that the model axis does not divide).
+data-parallel mesh axis, used FSDP-style for weights), `EXPERT` (the
+expert-parallel mesh axis, for the expert dimension of mixture-of-experts
+weights; the model axis when the mesh has no expert axis), a tuple of
+roles, or `None` (not sharded). A spec may also be a list of specs:
+alternatives in order of preference, used when the preferred one does not
+divide the real shape (for example a vocabulary size that the model axis
+does not divide).
 
 The rules never name mesh axes; `get_layout_map` maps roles to the mesh's
 axis names, so one rule set serves every mesh.
@@ -22,6 +25,7 @@ class Role(enum.Enum):
 
     MODEL = "model"
     DATA = "data"
+    EXPERT = "expert"
 
     def __repr__(self):
         return self.name
@@ -29,6 +33,7 @@ class Role(enum.Enum):
 
 MODEL = Role.MODEL
 DATA = Role.DATA
+EXPERT = Role.EXPERT
 
 
 class LayoutRule:
@@ -101,7 +106,8 @@ def _normalize_entry(entry, pattern, owner):
     raise ValueError(
         f"{owner} layout rule {pattern!r} has an invalid spec entry "
         f"{entry!r}. Valid entries are None, keras_nlp.distribution.MODEL, "
-        "keras_nlp.distribution.DATA, or a tuple of those roles."
+        "keras_nlp.distribution.DATA, keras_nlp.distribution.EXPERT, or a "
+        "tuple of those roles."
     )
 
 

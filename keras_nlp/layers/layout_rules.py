@@ -22,6 +22,7 @@ resolver checks them against the built variable.
 """
 
 from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import EXPERT
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.cached_attention import DEFAULT_SUBLAYER_NAMES
 from keras_nlp.layers.cached_attention import KERNEL_DIMS
@@ -198,28 +199,44 @@ def feedforward_rules(prefix, sublayer_names=None, gated=True):
 
 
 def sparse_moe_rules(
-    prefix, sublayer_names=None, fused_gate_intermediate=False
+    prefix,
+    sublayer_names=None,
+    fused_gate_intermediate=False,
+    expert_bias_names=None,
 ):
     """Layout rules of a `SparseMoE` under `prefix` (its path, with `/`).
 
-    Experts go on the model axis along the expert dimension, and their
-    feed-forward width when the expert count does not divide it; hidden
-    goes on the data axis. The router `(hidden, experts)` is small and read
+    Expert weights put the expert dimension on the `EXPERT` role (the
+    expert axis, or the model axis when the mesh has none), hidden on the
+    data axis and the feed-forward width on the model axis. Without an
+    expert axis the model axis goes to the experts when it divides their
+    count and to the width otherwise (the resolver gives one mesh axis to
+    one dimension only). The router `(hidden, experts)` is small and read
     by every token: it is declared replicated.
+
+    Args:
+        prefix: the block's path, ending in `/`.
+        sublayer_names: the block's `sublayer_names`, if it renames them.
+        fused_gate_intermediate: bool, one fused gate/intermediate weight.
+        expert_bias_names: optional `(input_bias, output_bias)` variable
+            names under `experts/` of per-expert biases `(experts, ffw)`
+            (the fused width when fused) and `(experts, hidden)`.
     """
     names = {**MOE_NAMES, **(sublayer_names or {})}
     experts = prefix + names["experts"] + "/"
     inputs = names["gate"]
     if not fused_gate_intermediate:
         inputs = f"({names['gate']}|{names['intermediate']})"
-    expert_alternatives = (
-        {"experts": MODEL, "hidden": DATA},
-        {"ffw": MODEL, "hidden": DATA},
-    )
-    return [
+    roles = {"experts": EXPERT, "hidden": DATA, "ffw": MODEL}
+    rules = [
         named_rule(prefix + names["router"] + "/kernel", ROUTER_DIMS, {}),
-        named_rule(experts + inputs, EXPERT_INPUT_DIMS, *expert_alternatives),
-        named_rule(
-            experts + names["output"], EXPERT_OUTPUT_DIMS, *expert_alternatives
-        ),
+        named_rule(experts + inputs, EXPERT_INPUT_DIMS, roles),
+        named_rule(experts + names["output"], EXPERT_OUTPUT_DIMS, roles),
     ]
+    if expert_bias_names:
+        input_bias, output_bias = expert_bias_names
+        rules += [
+            named_rule(experts + input_bias, ("experts", "ffw"), roles),
+            named_rule(experts + output_bias, ("experts", "hidden"), roles),
+        ]
+    return rules

@@ -119,6 +119,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         preset=None,
         model_parallel_dim_name="model",
         data_parallel_dim_name="batch",
+        expert_parallel_dim_name=None,
         strict=False,
         dtype=None,
         lora_rank=None,
@@ -139,6 +140,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             model_parallel_dim_name: mesh axis for the `MODEL` role.
             data_parallel_dim_name: mesh axis for the `DATA` role, or
                 `None`.
+            expert_parallel_dim_name: mesh axis for the `EXPERT` role, as in
+                `get_layout_map`.
             strict: bool. Raise instead of falling back to replication.
             dtype: str, optional dtype to count bytes in (e.g.
                 `"bfloat16"`); defaults to each variable's dtype.
@@ -151,7 +154,12 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             A `keras_nlp.distribution.LayoutPlan`.
         """
         mesh = MeshShape.from_mesh(mesh)
-        check_role_axes(mesh, model_parallel_dim_name, data_parallel_dim_name)
+        expert_axis = check_role_axes(
+            mesh,
+            model_parallel_dim_name,
+            data_parallel_dim_name,
+            expert_parallel_dim_name,
+        )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "plan_layout"
         )
@@ -171,6 +179,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             mesh,
             model_axis=model_parallel_dim_name,
             data_axis=data_parallel_dim_name,
+            expert_axis=expert_axis,
             preset=preset,
             dtype=dtype,
             strict=strict,
@@ -184,6 +193,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         model_parallel_dim_name="model",
         data_parallel_dim_name="batch",
         *,
+        expert_parallel_dim_name=None,
         config=None,
         preset=None,
         strict=False,
@@ -200,6 +210,12 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         are never split and head_dim is never sharded as a fallback. So
         Gemma 2B's single key/value head, kernel `(1, 2048, 256)`, is
         replicated on the model axis instead of crashing.
+
+        Mixture-of-experts weights put their expert dimension on the expert
+        axis when the mesh has one (expert parallelism), e.g. a mesh
+        `(batch, expert, model)`; weights without experts then shard their
+        hidden dimension over the data and expert axes. Without an expert
+        axis, experts go on the model axis.
 
         Three ways to call it:
         - On the class with only a mesh: the map binds to the config of the
@@ -219,12 +235,17 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             data_parallel_dim_name: str, the mesh axis that shards the
                 hidden dimension of weights (as in FSDP), or `None` to keep
                 weights whole along it. Defaults to `"batch"`.
+            expert_parallel_dim_name: str, the mesh axis that shards the
+                experts of mixture-of-experts weights. Defaults to `None`:
+                the mesh's `"expert"` axis if it has one, else the model
+                axis.
             config: dict, a config to resolve for now (class call only).
             preset: str, a built-in preset to resolve for now (class call
                 only).
             strict: bool. If `True`, any fallback to replication raises a
                 `ValueError` naming the weight, the dimension size and the
-                axis sizes that would divide it.
+                axis sizes that would divide it; so does an expert axis that
+                does not divide the number of experts.
 
         Returns:
             A `keras_nlp.distribution.BackboneLayoutMap` (a
@@ -233,7 +254,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
 
         Raises:
             ValueError: if `device_mesh` is not a `DeviceMesh`, an axis name
-                is not in the mesh, both roles name the same axis, or
+                is not in the mesh, two roles name the same axis, or
                 (`strict=True`) a rule cannot be applied.
 
         Example:
@@ -269,8 +290,11 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 "DeviceMesh(shape, axis_names, devices); to plan without "
                 "devices use plan_layout."
             )
-        check_role_axes(
-            device_mesh, model_parallel_dim_name, data_parallel_dim_name
+        expert_axis = check_role_axes(
+            device_mesh,
+            model_parallel_dim_name,
+            data_parallel_dim_name,
+            expert_parallel_dim_name,
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "get_layout_map"
@@ -283,6 +307,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 device_mesh,
                 model_axis=model_parallel_dim_name,
                 data_axis=data_parallel_dim_name,
+                expert_axis=expert_axis,
                 preset=preset,
                 strict=strict,
             )
@@ -291,6 +316,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             owner,
             model_axis=model_parallel_dim_name,
             data_axis=data_parallel_dim_name,
+            expert_axis=expert_axis,
             strict=strict,
             plan=plan,
         )

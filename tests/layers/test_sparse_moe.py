@@ -10,6 +10,7 @@ from keras_hub.src.models.mixtral import mixtral_decoder
 from keras_hub.src.models.qwen3_moe import qwen3_moe_decoder
 
 from keras_nlp.distribution import DATA
+from keras_nlp.distribution import EXPERT
 from keras_nlp.distribution import MODEL
 from keras_nlp.layers.layout_rules import sparse_moe_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
@@ -246,12 +247,12 @@ def test_rules_follow_the_names():
         (
             "block/moe/experts/(expert_feedforward_gate_dense"
             "|expert_feedforward_intermediate_dense)",
-            [(MODEL, DATA, None), (None, DATA, MODEL)],
+            (EXPERT, DATA, MODEL),
             ("experts", "hidden", "ffw"),
         ),
         (
             "block/moe/experts/expert_feedforward_output_dense",
-            [(MODEL, None, DATA), (None, MODEL, DATA)],
+            (EXPERT, MODEL, DATA),
             ("experts", "ffw", "hidden"),
         ),
     ]
@@ -264,6 +265,11 @@ def test_rules_follow_the_names():
         "moe/sparse_feedforward_gate_dense/kernel",
         "moe/bank/w_gate_up",
         "moe/bank/expert_feedforward_output_dense",
+    ]
+    biased = sparse_moe_rules("moe/", expert_bias_names=("in_bias", "out_bias"))
+    assert biased[-2:] == [
+        ("moe/experts/in_bias", (EXPERT, MODEL), ("experts", "ffw")),
+        ("moe/experts/out_bias", (EXPERT, DATA), ("experts", "hidden")),
     ]
 
 

@@ -13,6 +13,8 @@ folder calls these with its own class and presets:
   name with the same weights, copied by variable path.
 """
 
+import math
+
 import keras
 import numpy as np
 
@@ -22,14 +24,21 @@ ONE_BILLION = 1_000_000_000
 RATIO_BOUND = 1.02
 
 
+def mesh_axis_names(mesh_shape):
+    """`(batch, model)`, or `(batch, expert, model)` for three sizes."""
+    if len(mesh_shape) == 3:
+        return ("batch", "expert", "model")
+    return ("batch", "model")
+
+
 def mesh_dict(mesh_shape):
-    return dict(zip(("batch", "model"), mesh_shape, strict=True))
+    return dict(zip(mesh_axis_names(mesh_shape), mesh_shape, strict=True))
 
 
 def make_mesh(mesh_shape):
-    devices = keras.distribution.list_devices()[: mesh_shape[0] * mesh_shape[1]]
+    devices = keras.distribution.list_devices()[: math.prod(mesh_shape)]
     return keras.distribution.DeviceMesh(
-        mesh_shape, ("batch", "model"), devices
+        mesh_shape, mesh_axis_names(mesh_shape), devices
     )
 
 
@@ -46,7 +55,7 @@ def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
         The `LayoutPlan`, for further checks.
     """
     plan = backbone_cls.plan_layout(mesh_dict(mesh_shape), preset=preset)
-    assert plan.num_devices == mesh_shape[0] * mesh_shape[1]
+    assert plan.num_devices == math.prod(mesh_shape)
     # A weight of rank >= 2 held whole was declared replicated, or fell back
     # with a reason, or its rule only names axes of size 1 on this mesh.
     sizes = mesh_dict(mesh_shape)
