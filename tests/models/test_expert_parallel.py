@@ -16,6 +16,7 @@ import pytest
 from keras_nlp.models import Backbone
 from tests.models.backbone_checks import assert_outputs_close
 from tests.models.backbone_checks import assert_same_weights
+from tests.models.backbone_checks import mesh_dict
 from tests.models.test_conformance import ATOL
 from tests.models.test_conformance import assert_follows_plan
 from tests.models.test_conformance import distribution_for
@@ -32,7 +33,9 @@ MOE_CASES = [
     for name in sorted(TINY_CONFIGS)
     if "num_experts" in tiny(name)[1]
 ]
-pytestmark = pytest.mark.multi_device
+multi_device = pytest.mark.multi_device
+# Every built-in MoE preset is planned on these (without devices).
+PRESET_MESHES = [(1, 8), (2, 4), (1, 4, 2)]
 
 
 def expert_weights(plan):
@@ -44,6 +47,23 @@ def test_the_moe_classes_are_enrolled():
     assert {name for name, _ in MOE_CASES} >= {"MixtralBackbone"}
 
 
+MOE_PRESETS = [
+    (name, preset)
+    for name, _ in MOE_CASES
+    for preset in sorted(tiny(name)[0].presets)
+]
+
+
+@pytest.mark.parametrize("name, preset", MOE_PRESETS)
+def test_every_moe_preset_plans_near_the_ideal(name, preset):
+    backbone_cls = tiny(name)[0]
+    for mesh_shape in PRESET_MESHES:
+        plan = backbone_cls.plan_layout(mesh_dict(mesh_shape), preset=preset)
+        assert plan.expert_axis == ("expert" if len(mesh_shape) == 3 else None)
+        assert plan.memory_ratio <= 1.02, (mesh_shape, plan.summary())
+
+
+@multi_device
 @pytest.mark.parametrize("mesh_shape", EXPERT_MESHES, ids=str)
 @pytest.mark.parametrize("case", MOE_CASES, ids="-".join)
 def test_experts_split_over_the_expert_axis(case, mesh_shape):
@@ -64,6 +84,7 @@ def test_experts_split_over_the_expert_axis(case, mesh_shape):
     assert_outputs_close(outputs, ref.outputs, atol=ATOL)
 
 
+@multi_device
 @pytest.mark.parametrize("case", MOE_CASES, ids="-".join)
 def test_a_training_step_on_an_expert_mesh(case):
     mesh_shape = (2, 2, 2)
@@ -90,6 +111,7 @@ def test_a_training_step_on_an_expert_mesh(case):
     assert moved, "no expert weight was trained"
 
 
+@multi_device
 @pytest.mark.parametrize("case", MOE_CASES, ids="-".join)
 def test_lora_on_an_expert_mesh(case):
     mesh_shape = (1, 4, 2)
@@ -110,6 +132,7 @@ def test_lora_on_an_expert_mesh(case):
     assert_outputs_close(outputs, ref.outputs, atol=ATOL)
 
 
+@multi_device
 @pytest.mark.parametrize("case", MOE_CASES, ids="-".join)
 def test_a_preset_moves_between_expert_meshes(case, tmp_path):
     ref = reference(*case)
