@@ -8,12 +8,15 @@ after JAX was already given 8 devices.
 """
 
 import functools
+import math
 import os
 
 BATCH = 8
 SEQUENCE = 64
 MESHES = [(1, 8), (2, 4)]
 AXES = ("batch", "model")
+# Three sizes: experts get their own axis between batch and model.
+EXPERT_AXES = ("batch", "expert", "model")
 
 # name -> (class name, config). The class name is the same in keras_nlp and
 # keras_hub; the configs are valid for both.
@@ -86,14 +89,15 @@ def device_mesh(shape):
     import keras
 
     devices = keras.distribution.list_devices()
-    count = shape[0] * shape[1]
+    count = math.prod(shape)
     if len(devices) < count:
         raise RuntimeError(
             f"Mesh {mesh_name(shape)} needs {count} devices, found "
             f"{len(devices)}. Set XLA_FLAGS=--xla_force_host_platform_"
             "device_count=8 before JAX is imported."
         )
-    return keras.distribution.DeviceMesh(shape, AXES, devices[:count])
+    axes = EXPERT_AXES if len(shape) == 3 else AXES
+    return keras.distribution.DeviceMesh(shape, axes, devices[:count])
 
 
 def our_class(class_name):

@@ -13,11 +13,17 @@ variable) under:
 It reads the collectives from the compiled HLO text and prints them next to
 the analytic minimum of tensor parallelism.
 
-Run: python benchmarks/collectives.py [--mesh 1x8 2x4] [--output out.md]
+Meshes of three sizes are `(batch, expert, model)`: the mixture-of-experts
+configs put their experts on the expert axis (expert parallelism); the
+other configs are measured on two-axis meshes only.
+
+Run: python benchmarks/collectives.py [--mesh 1x8 2x4 1x4x2 2x2x2]
+    [--only mixtral] [--output out.md]
 """
 
 import argparse
 import collections
+import math
 import re
 import time
 
@@ -137,17 +143,22 @@ def minimum_bytes(config, mesh_shape, kind, param_bytes):
     (after attention and after the MLP) and twice more backward. With a
     data axis > 1 the training step also all-reduces, over the data axis,
     the gradient of this device's model-axis shard of every weight: counted
-    as all trainable parameter bytes / model-axis size, once.
+    as all trainable parameter bytes / model-axis size, once. With an expert
+    axis, the tokens of a batch shard are on every device of the
+    (expert, model) group: the MoE block's output is one all-reduce over
+    that group, like a tensor-parallel MLP's, and the group plays the model
+    axis's part above.
     """
     from _sharded_configs import BATCH
     from _sharded_configs import SEQUENCE
 
-    data, model = mesh_shape
+    data, *parallel = mesh_shape
+    parallel = math.prod(parallel)
     activation = BATCH // data * SEQUENCE * config["hidden_dim"] * 4
-    per_block = {"forward": 2, "train": 4}[kind] if model > 1 else 0
+    per_block = {"forward": 2, "train": 4}[kind] if parallel > 1 else 0
     total = per_block * config["num_layers"] * activation
     if kind == "train" and data > 1:
-        total += param_bytes / model
+        total += param_bytes / parallel
     return total
 
 
@@ -178,7 +189,12 @@ def measure(step, config, mesh_shape, param_bytes):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mesh", nargs="+", default=["1x8", "2x4"])
+    parser.add_argument(
+        "--mesh", nargs="+", default=["1x8", "2x4", "1x4x2", "2x2x2"]
+    )
+    parser.add_argument(
+        "--only", help="measure the configs whose name contains this text"
+    )
     parser.add_argument("--output", help="also write the tables to this file")
     args = parser.parse_args()
 
@@ -215,9 +231,13 @@ def main():
         print(lines[-1], flush=True)
 
     for name, (class_name, config) in shared.CONFIGS.items():
+        if args.only and args.only not in name:
+            continue
         ours = shared.our_class(class_name)
         hub = shared.hub_class(class_name)
         for mesh_shape in meshes:
+            if len(mesh_shape) == 3 and "num_experts" not in config:
+                continue
             mesh = shared.device_mesh(mesh_shape)
             layouts = [("ours", ours, ours.get_layout_map(mesh))]
             param_bytes = ours.plan_layout(mesh, config=config).total_bytes
@@ -231,7 +251,11 @@ def main():
                     f"alternative shards the hidden dim of {len(changed)} "
                     f"weights on 'model', e.g. {changed[0]}"
                 )
-            if hasattr(hub, "get_layout_map"):
+            if len(mesh_shape) == 3:
+                emit_missing(
+                    name, mesh_shape, "keras-hub", "no expert axis in keras-hub"
+                )
+            elif hasattr(hub, "get_layout_map"):
                 try:
                     layouts.append(("keras-hub", hub, hub.get_layout_map(mesh)))
                 except Exception as error:
@@ -257,8 +281,9 @@ def main():
         "Cells: count (MB) per kind, from the compiled HLO of one device's "
         "program (MB = 10^6 bytes of the collectives' results). "
         "Minimum: 2 (forward) or 4 (train) activation all-reduces per block "
-        "on the model axis, plus one gradient all-reduce of params/model-axis "
-        f"over the batch axis when it is > 1. Batch {shared.BATCH}, sequence "
+        "on the model axis (on a (batch, expert, model) mesh, the (expert, "
+        "model) group), plus one gradient all-reduce of params/model-axis "
+        "(/group) over the batch axis when it is > 1. Batch {shared.BATCH}, sequence "
         f"{shared.SEQUENCE}, float32. Measured in {elapsed:.0f} s."
     )
     table = "\n".join(lines)
