@@ -36,7 +36,10 @@ def _parser():
     )
     plan.add_argument(
         "--mesh",
-        help="mesh shape, one size per axis joined by 'x', e.g. 1x2",
+        help=(
+            "mesh shape, one size per axis joined by 'x', e.g. 1x2 "
+            "(batch, model) or 1x4x2 (batch, expert, model)"
+        ),
     )
     plan.add_argument(
         "--list",
@@ -45,8 +48,11 @@ def _parser():
     )
     plan.add_argument(
         "--axis-names",
-        default="batch,model",
-        help="comma-separated mesh axis names (default: batch,model)",
+        default=None,
+        help=(
+            "comma-separated mesh axis names (default: batch,model, or "
+            "batch,expert,model for three sizes)"
+        ),
     )
     plan.add_argument(
         "--model-axis", default="model", help="axis for tensor parallelism"
@@ -55,6 +61,14 @@ def _parser():
         "--data-axis",
         default="batch",
         help="axis that also shards weights FSDP-style; 'none' for none",
+    )
+    plan.add_argument(
+        "--expert-axis",
+        default=None,
+        help=(
+            "axis that splits mixture-of-experts weights by expert "
+            "(default: the mesh's 'expert' axis if any, else the model axis)"
+        ),
     )
     plan.add_argument(
         "--dtype", default=None, help="dtype to count bytes in, e.g. bfloat16"
@@ -242,7 +256,9 @@ def _plan(args):
         )
     _check_preset(args.preset)
 
-    axis_names = tuple(name.strip() for name in args.axis_names.split(","))
+    axis_names = None
+    if args.axis_names is not None:
+        axis_names = tuple(name.strip() for name in args.axis_names.split(","))
     mesh = MeshShape.parse(args.mesh, axis_names)
     _check_mesh_size(mesh)
     data_axis = None if args.data_axis.lower() == "none" else args.data_axis
@@ -253,6 +269,7 @@ def _plan(args):
             preset=args.preset,
             model_parallel_dim_name=args.model_axis,
             data_parallel_dim_name=data_axis,
+            expert_parallel_dim_name=args.expert_axis,
             strict=strict,
             dtype=args.dtype,
             lora_rank=args.lora_rank,

@@ -177,3 +177,22 @@ def test_absurd_mesh_is_an_error(capsys):
         "error: The mesh 1x100000000000 (batch, model) has 100,000,000,000 "
         "devices; plans are made for at most 1,048,576."
     )
+
+
+def test_three_sizes_give_an_expert_axis(capsys):
+    plan = run_json(capsys, "mixtral_8_7b_en", "--mesh", "1x4x2")
+    assert plan["mesh"] == {"batch": 1, "expert": 4, "model": 2}
+    assert plan["expert_axis"] == "expert"
+    weights = {w["path"]: w for w in plan["weights"]}
+    gate = "transformer_layer_0/mixtral_sparse_moe_block/experts/"
+    assert weights[gate + "expert_feedforward_gate_dense"]["spec"] == [
+        "expert",
+        "batch",
+        "model",
+    ]
+    assert plan["memory_ratio"] < 1.001
+    # The experts can also stay on the model axis.
+    on_model = run_json(
+        capsys, "mixtral_8_7b_en", "--mesh", "1x4x2", "--expert-axis", "model"
+    )
+    assert on_model["expert_axis"] is None

@@ -4,6 +4,12 @@ import math
 
 import keras
 
+# Axis names of a mesh written as sizes only ("2x4", "1x4x2").
+DEFAULT_AXIS_NAMES = {
+    2: ("batch", "model"),
+    3: ("batch", "expert", "model"),
+}
+
 
 class MeshShape:
     """Axis names and sizes of a device mesh, with no devices attached.
@@ -23,6 +29,7 @@ class MeshShape:
     mesh = MeshShape((1, 2), ("batch", "model"))
     mesh.size("model")  # 2
     MeshShape.parse("2x4").axis_sizes  # {"batch": 2, "model": 4}
+    MeshShape.parse("1x4x2").axis_names  # ("batch", "expert", "model")
     ```
     """
 
@@ -69,16 +76,29 @@ class MeshShape:
         )
 
     @classmethod
-    def parse(cls, text, axis_names=("batch", "model")):
-        """Parses `"1x2"` into a mesh with the given axis names."""
+    def parse(cls, text, axis_names=None):
+        """Parses `"1x2"` into a mesh with the given axis names.
+
+        Without `axis_names`, two sizes are `(batch, model)` and three are
+        `(batch, expert, model)`.
+        """
         parts = str(text).lower().split("x")
         try:
             shape = tuple(int(part) for part in parts)
         except ValueError:
             raise ValueError(
                 f"Could not read the mesh shape {text!r}. Write one size per "
-                f"axis joined by 'x', e.g. '1x2' for axes {axis_names}."
+                "axis joined by 'x', e.g. '1x2' for axes (batch, model) or "
+                "'1x4x2' for (batch, expert, model)."
             ) from None
+        if axis_names is None:
+            axis_names = DEFAULT_AXIS_NAMES.get(len(shape))
+            if axis_names is None:
+                raise ValueError(
+                    f"The mesh shape {text!r} has {len(shape)} axes; give "
+                    "their names, or write 2 sizes for (batch, model) or 3 "
+                    "for (batch, expert, model)."
+                )
         if len(shape) != len(axis_names):
             raise ValueError(
                 f"The mesh shape {text!r} has {len(shape)} axes but "

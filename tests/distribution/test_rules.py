@@ -79,8 +79,15 @@ def test_mesh_shape_parse_and_errors():
         ValueError, match="Could not read the mesh shape '2by4'"
     ):
         MeshShape.parse("2by4")
+    assert MeshShape.parse("1x4x2").axis_sizes == {
+        "batch": 1,
+        "expert": 4,
+        "model": 2,
+    }
     with pytest.raises(ValueError, match="has 3 axes but 2 axis names"):
-        MeshShape.parse("1x2x2")
+        MeshShape.parse("1x2x2", ("batch", "model"))
+    with pytest.raises(ValueError, match="has 4 axes; give their names"):
+        MeshShape.parse("1x2x2x2")
     with pytest.raises(
         ValueError, match="positive integers. Received shape=\\(0, 2\\)"
     ):
