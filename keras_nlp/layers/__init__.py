@@ -5,10 +5,13 @@ from keras_nlp.layers.cached_attention import alibi_slopes
 from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.layers.dense import named_dense
+from keras_nlp.layers.gated_feedforward import GatedFeedForward
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+from keras_nlp.layers.shared_expert_moe import SharedExpertSparseMoE
 from keras_nlp.layers.sparse_moe import ExpertBank
 from keras_nlp.layers.sparse_moe import SparseMoE
+from keras_nlp.layers.sparse_moe import configure_experts
 from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
 from keras_nlp.layers.token_and_position_embedding import (
     TokenAndPositionEmbedding,
@@ -28,8 +31,10 @@ __all__ = [
     "CachedGroupedQueryAttention",
     "DecoderLayer",
     "ExpertBank",
+    "GatedFeedForward",
     "PositionEmbedding",
     "RotaryEmbedding",
+    "SharedExpertSparseMoE",
     "SparseMoE",
     "TokenAndPositionEmbedding",
     "TransformerDecoderBlock",
@@ -38,6 +43,7 @@ __all__ = [
     "VisionTransformerEncoder",
     "ZeroCenteredRMSNormalization",
     "alibi_slopes",
+    "configure_experts",
     "decoder_attention_mask",
     "encoder_attention_mask",
     "grouped_query_attention",

@@ -10,6 +10,7 @@ import math
 import keras
 from keras import ops
 
+from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
@@ -156,6 +157,11 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         sublayer_names: optional dict overriding the names of the
             projections (`query`, `key`, `value`, `output`) and norms
             (`query_norm`, `key_norm`), which are the variable paths.
+        use_sinks: bool. A learned logit per query head, the variable
+            `sinks` `(num_query_heads,)`, joins each query's softmax
+            denominator as a key without a value (GPT-OSS's attention
+            sinks): a query may put part, or with every key masked all,
+            of its weight nowhere. Defaults to `False`.
         **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -221,6 +227,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         sublayer_names=None,
         use_key_bias=None,
+        use_sinks=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -267,7 +274,9 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         self.dropout = dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.sublayer_names = dict(sublayer_names or {})
+        self.use_sinks = use_sinks
         self._names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
+        declare_dims(self, sinks=("heads",))
 
     def _new_kernel_initializer(self):
         # An unseeded Keras initializer fixes its seed when created and then
@@ -347,6 +356,14 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             self.query_norm.build(heads_shape)
             self.key_norm = self._norm("key_norm")
             self.key_norm.build(heads_shape)
+        self.sinks = None
+        if self.use_sinks:
+            self.sinks = self.add_weight(
+                shape=(self.num_query_heads,),
+                initializer=self._new_kernel_initializer(),
+                dtype=self.variable_dtype,
+                name="sinks",
+            )
         self.probabilities_dropout = keras.layers.Dropout(
             rate=self.dropout, dtype=self.dtype_policy, name="dropout"
         )
@@ -455,6 +472,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             ),
             training=training,
             bias=bias,
+            sinks=self.sinks,
         )
         if self.zero_unattended_queries and attention_mask is not None:
             has_keys = ops.any(attention_mask, axis=-1)[:, :, None, None]
@@ -509,6 +527,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                     self.kernel_initializer
                 ),
                 "sublayer_names": self.sublayer_names,
+                "use_sinks": self.use_sinks,
             }
         )
         return config

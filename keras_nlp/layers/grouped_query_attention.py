@@ -16,13 +16,14 @@ def grouped_query_attention(
     probabilities_dropout=None,
     training=None,
     bias=None,
+    sinks=None,
 ):
     """Attention of `N` query heads over `K` shared key/value heads.
 
     Each key/value head serves `N // K` consecutive query heads. Without a
-    soft cap or dropout this is `keras.ops.dot_product_attention` (fused
-    kernels where the backend has them); otherwise logits are computed
-    explicitly and the softmax runs in float32.
+    soft cap, dropout or sinks this is `keras.ops.dot_product_attention`
+    (fused kernels where the backend has them); otherwise logits are
+    computed explicitly and the softmax runs in float32.
 
     Args:
         query: `(batch, query_len, N, head_dim)`, already scaled.
@@ -38,6 +39,11 @@ def grouped_query_attention(
         bias: optional float tensor of shape `(batch or 1, N, query_len,
             key_len)` added to the logits (e.g. ALiBi's per-head linear
             position bias).
+        sinks: optional `(N,)` logits, one per query head, of an extra key
+            that every query sees and that has no value (GPT-OSS's
+            attention sinks): it joins the softmax's denominator, so a
+            query's weights on the real keys sum to less than one, and to
+            zero when the mask hides every key.
 
     Returns:
         `(batch, query_len, N, head_dim)`.
@@ -54,7 +60,7 @@ def grouped_query_attention(
     ```
     """
     use_dropout = bool(training) and probabilities_dropout is not None
-    if logit_soft_cap is None and not use_dropout:
+    if logit_soft_cap is None and not use_dropout and sinks is None:
         num_query_heads, num_kv_heads = query.shape[2], key.shape[2]
         if (
             keras.config.backend() == "tensorflow"
@@ -95,7 +101,17 @@ def grouped_query_attention(
         logits = logits + bias
     if mask is not None:
         logits = ops.where(mask[:, None, None, :, :], logits, _MASKED_LOGIT)
-    probabilities = ops.cast(ops.softmax(logits, axis=-1), value.dtype)
+    if sinks is None:
+        probabilities = ops.softmax(logits, axis=-1)
+    else:
+        sinks = ops.reshape(
+            ops.cast(sinks, "float32"), (1, num_kv_heads, groups, 1, 1)
+        )
+        normalizer = ops.logaddexp(
+            ops.logsumexp(logits, axis=-1, keepdims=True), sinks
+        )
+        probabilities = ops.exp(logits - normalizer)
+    probabilities = ops.cast(probabilities, value.dtype)
     if use_dropout:
         probabilities = probabilities_dropout(probabilities, training=training)
     outputs = ops.einsum("bkgts,bskh->btkgh", probabilities, value)

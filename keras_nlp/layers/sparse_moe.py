@@ -16,6 +16,20 @@ weighted 0 (a few einsums over the stacked weights); it is the reference
 the sparse path is tested against, and what non-JAX backends run, as Keras
 has no grouped matmul. `"auto"` (the default) picks sparse on a JAX GPU or
 TPU and dense otherwise.
+
+`capacity_factor=c` trades droplessness for static shapes on any backend:
+each expert gets `ceil(c * tokens * top_k / num_experts)` slots, the
+(token, expert) pairs fill them (first choices first) and the experts run
+one batched matmul over their slots (`keras_nlp/layers/expert_dispatch.py`),
+so a block costs about `c * top_k` expert feed-forwards per token on CPU
+too. Pairs that find their expert full are dropped. `configure_experts`
+switches the blocks of a built model.
+
+Options cover the checkpoints' variants: routing by softmax then top-k
+(Mixtral, Qwen MoE) or top-k logits then a softmax over the kept ones
+(GPT-OSS), a router bias, per-expert biases, a fused gate/intermediate
+weight laid out in halves (Qwen 3 MoE) or interleaved (GPT-OSS), and
+GPT-OSS's clamped gated unit.
 """
 
 import keras
@@ -23,11 +37,18 @@ from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.layers.decoder_layer import get_activation
+from keras_nlp.layers.expert_dispatch import capacity_per_expert
+from keras_nlp.layers.expert_dispatch import combine
+from keras_nlp.layers.expert_dispatch import dispatch
+from keras_nlp.layers.expert_dispatch import expert_slots
 
 # What each dimension of the expert weights and the router kernel is.
 EXPERT_INPUT_DIMS = ("experts", "hidden", "ffw")
 EXPERT_OUTPUT_DIMS = ("experts", "ffw", "hidden")
 ROUTER_DIMS = ("hidden", "experts")
+# The per-expert biases (with `use_expert_bias`).
+EXPERT_INPUT_BIAS_DIMS = ("experts", "ffw")
+EXPERT_OUTPUT_BIAS_DIMS = ("experts", "hidden")
 
 DEFAULT_SUBLAYER_NAMES = {
     "router": "sparse_feedforward_gate_dense",
@@ -35,7 +56,53 @@ DEFAULT_SUBLAYER_NAMES = {
     "gate": "expert_feedforward_gate_dense",
     "intermediate": "expert_feedforward_intermediate_dense",
     "output": "expert_feedforward_output_dense",
+    "gate_bias": "expert_feedforward_gate_dense_bias",
+    "intermediate_bias": "expert_feedforward_intermediate_dense_bias",
+    "output_bias": "expert_feedforward_output_dense_bias",
 }
+ROUTINGS = ("softmax_then_top_k", "top_k_then_softmax")
+FUSED_LAYOUTS = ("concatenated", "interleaved")
+# QuickGELU's factor: x * sigmoid(1.702 x) approximates GELU.
+QUICK_GELU_ALPHA = 1.702
+
+
+def expert_activation(name):
+    """A gate activation by name; `"quick_gelu"` is `x * sigmoid(1.702 x)`."""
+    if name == "quick_gelu":
+        return lambda x: x * ops.sigmoid(QUICK_GELU_ALPHA * x)
+    return get_activation(name)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+COMPUTES = ("auto", "sparse", "dense")
+
+
+def check_expert_compute(compute, capacity_factor):
+    """Raises a `ValueError` naming a bad `compute` or `capacity_factor`."""
+    if compute not in COMPUTES:
+        raise ValueError(
+            f"`compute` must be one of {', '.join(map(repr, COMPUTES))}. "
+            f"Received: compute={compute!r}."
+        )
+    if capacity_factor is None:
+        return
+    if not (_is_number(capacity_factor) and capacity_factor > 0):
+        raise ValueError(
+            "`capacity_factor` must be a positive number (slots per expert "
+            "relative to an even split; e.g. 1.25) or None for dropless "
+            f"compute. Received: capacity_factor={capacity_factor!r}."
+        )
+    if compute == "dense":
+        raise ValueError(
+            "`capacity_factor` sets the slots of sparse compute; "
+            "compute='dense' runs every expert on every token and drops "
+            "nothing. Pass compute='auto' or 'sparse' with a capacity "
+            f"factor, or capacity_factor=None. Received: compute={compute!r}, "
+            f"capacity_factor={capacity_factor!r}."
+        )
 
 
 def _use_sparse(compute):
@@ -56,8 +123,13 @@ class ExpertBank(keras.layers.Layer):
     `gate` and `intermediate` `(experts, hidden, intermediate_dim)` and
     `output` `(experts, intermediate_dim, hidden)`; with
     `fused_gate_intermediate=True` a single `gate` variable
-    `(experts, hidden, 2 * intermediate_dim)` holds the gate then the
-    intermediate projection (Qwen 3 MoE).
+    `(experts, hidden, 2 * intermediate_dim)` holds both projections, the
+    gate half first (`fused_layout="concatenated"`, Qwen 3 MoE) or in the
+    even columns with the intermediate in the odd ones
+    (`fused_layout="interleaved"`, GPT-OSS). With `use_bias`, each
+    projection has a per-expert bias: `gate_bias` (and `intermediate_bias`)
+    `(experts, width)`, `width` being that projection's, and `output_bias`
+    `(experts, hidden)`.
 
     Built and called by `SparseMoE`; see its arguments.
     """
@@ -71,10 +143,16 @@ class ExpertBank(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         variable_names=None,
         compute="auto",
+        use_bias=False,
+        fused_layout="concatenated",
+        clamp_limit=None,
+        intermediate_offset=0.0,
+        capacity_factor=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.compute = compute
+        self.capacity_factor = capacity_factor
         self.num_experts = num_experts
         self.intermediate_dim = intermediate_dim
         self.activation = activation
@@ -84,7 +162,11 @@ class ExpertBank(keras.layers.Layer):
             **DEFAULT_SUBLAYER_NAMES,
             **(variable_names or {}),
         }
-        self._activation = get_activation(activation)
+        self.use_bias = use_bias
+        self.fused_layout = fused_layout
+        self.clamp_limit = clamp_limit
+        self.intermediate_offset = intermediate_offset
+        self._activation = expert_activation(activation)
         names = self.variable_names
         declare_dims(
             self,
@@ -92,13 +174,16 @@ class ExpertBank(keras.layers.Layer):
                 names["gate"]: EXPERT_INPUT_DIMS,
                 names["intermediate"]: EXPERT_INPUT_DIMS,
                 names["output"]: EXPERT_OUTPUT_DIMS,
+                names["gate_bias"]: EXPERT_INPUT_BIAS_DIMS,
+                names["intermediate_bias"]: EXPERT_INPUT_BIAS_DIMS,
+                names["output_bias"]: EXPERT_OUTPUT_BIAS_DIMS,
             },
         )
 
-    def _weight(self, shape, kind):
+    def _weight(self, shape, kind, initializer=None):
         return self.add_weight(
             shape=shape,
-            initializer=self.kernel_initializer,
+            initializer=initializer or self.kernel_initializer,
             dtype=self.variable_dtype,
             name=self.variable_names[kind],
         )
@@ -106,19 +191,46 @@ class ExpertBank(keras.layers.Layer):
     def build(self, input_shape):
         hidden_dim = input_shape[-1]
         experts, width = self.num_experts, self.intermediate_dim
-        if self.fused_gate_intermediate:
-            self.gate = self._weight((experts, hidden_dim, 2 * width), "gate")
-            self.intermediate = None
-        else:
-            self.gate = self._weight((experts, hidden_dim, width), "gate")
+        gate_width = 2 * width if self.fused_gate_intermediate else width
+        self.gate = self._weight((experts, hidden_dim, gate_width), "gate")
+        self.intermediate = None
+        if not self.fused_gate_intermediate:
             self.intermediate = self._weight(
                 (experts, hidden_dim, width), "intermediate"
             )
         self.output_kernel = self._weight(
             (experts, width, hidden_dim), "output"
         )
+        self.gate_bias = self.intermediate_bias = self.output_bias = None
+        if self.use_bias:
+            self.gate_bias = self._weight(
+                (experts, gate_width), "gate_bias", "zeros"
+            )
+            if not self.fused_gate_intermediate:
+                self.intermediate_bias = self._weight(
+                    (experts, width), "intermediate_bias", "zeros"
+                )
+            self.output_bias = self._weight(
+                (experts, hidden_dim), "output_bias", "zeros"
+            )
+
+    def _split_fused(self, fused):
+        """The gate and intermediate parts of the fused projection."""
+        if self.fused_layout == "interleaved":
+            return fused[..., 0::2], fused[..., 1::2]
+        return ops.split(fused, 2, axis=-1)
 
     def _gated(self, gate, intermediate):
+        """`act(gate) * (intermediate + offset)`, both clamped if asked."""
+        if self.clamp_limit is not None:
+            # GPT-OSS bounds the gate from above only: its activation is
+            # already small for large negative inputs.
+            gate = ops.minimum(gate, self.clamp_limit)
+            intermediate = ops.clip(
+                intermediate, -self.clamp_limit, self.clamp_limit
+            )
+        if self.intermediate_offset:
+            intermediate = intermediate + self.intermediate_offset
         # Like DecoderLayer, the gate's activation runs in float32.
         gate = ops.cast(
             self._activation(ops.cast(gate, "float32")), self.compute_dtype
@@ -128,9 +240,24 @@ class ExpertBank(keras.layers.Layer):
     def call(self, inputs, top_indices, top_weights):
         """`(batch, seq, hidden)` inputs; each token's `top_k` experts
         `(batch, seq, k)` and their weights `(batch, seq, k)`."""
+        if self.capacity_factor is not None:
+            return self._with_capacity(inputs, top_indices, top_weights)
         if _use_sparse(self.compute):
             return self._sparse(inputs, top_indices, top_weights)
         return self._dense(inputs, top_indices, top_weights)
+
+    def _experts_on_rows(self, rows, project):
+        """The gated feed-forward of the rows, `project(x, kernel, bias)`
+        applying each row's expert's projection."""
+        gate = project(rows, self.gate, self.gate_bias)
+        if self.intermediate is None:
+            gate, intermediate = self._split_fused(gate)
+        else:
+            intermediate = project(
+                rows, self.intermediate, self.intermediate_bias
+            )
+        hidden = self._gated(gate, intermediate)
+        return project(hidden, self.output_kernel, self.output_bias)
 
     def _dense(self, inputs, top_indices, top_weights):
         selected = ops.one_hot(top_indices, self.num_experts, dtype="float32")
@@ -139,16 +266,25 @@ class ExpertBank(keras.layers.Layer):
             self.compute_dtype,
         )
         gate = ops.einsum("bsh,ehf->bsef", inputs, self.gate)
+        if self.gate_bias is not None:
+            gate = gate + self.gate_bias
         if self.intermediate is None:
-            gate, intermediate = ops.split(gate, 2, axis=-1)
+            gate, intermediate = self._split_fused(gate)
         else:
             intermediate = ops.einsum(
                 "bsh,ehf->bsef", inputs, self.intermediate
             )
+            if self.intermediate_bias is not None:
+                intermediate = intermediate + self.intermediate_bias
         # Weighting before the output projection lets one einsum contract
         # both the expert and the feed-forward dimension.
         hidden = self._gated(gate, intermediate) * routing_weights[..., None]
-        return ops.einsum("bsef,efh->bsh", hidden, self.output_kernel)
+        outputs = ops.einsum("bsef,efh->bsh", hidden, self.output_kernel)
+        if self.output_bias is not None:
+            outputs = outputs + ops.einsum(
+                "bse,eh->bsh", routing_weights, self.output_bias
+            )
+        return outputs
 
     def _sparse(self, inputs, top_indices, top_weights):
         # Keras has no grouped matmul (nor a traceable bincount): this path
@@ -164,17 +300,17 @@ class ExpertBank(keras.layers.Layer):
         # rows expert e multiplies, `group_sizes[e]` of them.
         order = ops.argsort(experts)
         token_of_row = order // top_k
+        expert_of_row = ops.take(experts, order)
         rows = ops.take(tokens, token_of_row, axis=0)
         group_sizes = bincount(experts, length=self.num_experts)
-        gate = ragged_dot(rows, self.gate.value, group_sizes)
-        if self.intermediate is None:
-            gate, intermediate = ops.split(gate, 2, axis=-1)
-        else:
-            intermediate = ragged_dot(
-                rows, self.intermediate.value, group_sizes
-            )
-        hidden = self._gated(gate, intermediate)
-        outputs = ragged_dot(hidden, self.output_kernel.value, group_sizes)
+
+        def project(x, kernel, bias):
+            projected = ragged_dot(x, kernel.value, group_sizes)
+            if bias is None:
+                return projected
+            return projected + ops.take(bias.value, expert_of_row, axis=0)
+
+        outputs = self._experts_on_rows(rows, project)
         weights = ops.take(ops.reshape(top_weights, (-1,)), order)
         outputs = outputs * ops.cast(weights, outputs.dtype)[:, None]
         outputs = ops.segment_sum(
@@ -182,8 +318,58 @@ class ExpertBank(keras.layers.Layer):
         )
         return ops.reshape(outputs, (batch, length, hidden_dim))
 
+    def _with_capacity(self, inputs, top_indices, top_weights):
+        batch, length, hidden_dim = ops.shape(inputs)
+        top_k = ops.shape(top_indices)[-1]
+        experts = self.num_experts
+        capacity = capacity_per_expert(
+            batch * length, top_k, experts, self.capacity_factor
+        )
+        slots = expert_slots(
+            ops.reshape(top_indices, (-1, top_k)), experts, capacity
+        )
+        tokens = ops.reshape(inputs, (-1, hidden_dim))
+        rows = dispatch(tokens, slots, experts * capacity)
+        rows = ops.reshape(rows, (experts, capacity, hidden_dim))
+
+        def project(x, kernel, bias):
+            projected = ops.einsum("ecx,exy->ecy", x, kernel)
+            if bias is None:
+                return projected
+            return projected + bias[:, None, :]
+
+        outputs = self._experts_on_rows(rows, project)
+        outputs = combine(
+            ops.reshape(outputs, (-1, hidden_dim)),
+            slots,
+            ops.reshape(top_weights, (-1, top_k)),
+        )
+        return ops.reshape(outputs, (batch, length, hidden_dim))
+
     def compute_output_shape(self, input_shape):
         return input_shape
+
+
+class NestedLayer(keras.layers.Layer):
+    """Calls `layer` one path segment deeper: `<name>/<layer.name>/...`.
+
+    For checkpoints that nest a sublayer in a layer of its own (GPT-OSS's
+    `router/router_dense/kernel`). Built by `SparseMoE` from a sublayer
+    name containing `/`; it holds no variables of its own.
+    """
+
+    def __init__(self, layer, **kwargs):
+        super().__init__(**kwargs)
+        self.layer = layer
+
+    def build(self, input_shape):
+        self.layer.build(input_shape)
+
+    def call(self, inputs):
+        return self.layer(inputs)
+
+    def compute_output_shape(self, input_shape):
+        return self.layer.compute_output_shape(input_shape)
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
@@ -194,7 +380,8 @@ class SparseMoE(keras.layers.Layer):
     `p = softmax(x @ router)` over the experts; the `top_k` largest are
     kept (and, with `normalize_top_k`, divided by their sum) and the output
     is `sum_e p_e * output_e(act(gate_e(x)) * intermediate_e(x))` over the
-    kept experts. Routing runs in float32.
+    kept experts. With `routing="top_k_then_softmax"` the `top_k` largest
+    logits are kept and `p` is their softmax. Routing runs in float32.
 
     Variable paths under the block's name (Mixtral's by default):
     `sparse_feedforward_gate_dense/kernel` `(hidden, experts)`, and
@@ -203,18 +390,22 @@ class SparseMoE(keras.layers.Layer):
     `(experts, hidden, intermediate_dim)` and
     `experts/expert_feedforward_output_dense`
     `(experts, intermediate_dim, hidden)`. `sublayer_names` renames them for
-    other checkpoints.
+    other checkpoints; a router name with `/` nests the router's `Dense`
+    in layers of those names (`"router/router_dense"`: `self.router` is a
+    `NestedLayer` whose `layer` is the `Dense`).
 
     Args:
         num_experts: int. Number of experts.
         intermediate_dim: int. Feed-forward width of each expert.
         top_k: int. Experts per token, in `[1, num_experts]`.
-        activation: str. Gate activation. Defaults to `"silu"`.
+        activation: str. Gate activation: a Keras activation name,
+            `"gelu_approximate"`, or `"quick_gelu"` (`x * sigmoid(1.702 x)`,
+            GPT-OSS). Defaults to `"silu"`.
         normalize_top_k: bool. Renormalize the kept probabilities to sum to
             one (Mixtral, Qwen 3 MoE by config). Defaults to `True`.
         fused_gate_intermediate: bool. One `gate` variable
-            `(experts, hidden, 2 * intermediate_dim)`, gate half first,
-            instead of separate gate and intermediate variables.
+            `(experts, hidden, 2 * intermediate_dim)` instead of separate
+            gate and intermediate variables; see `fused_layout`.
         router_jitter_noise: float. In training, the block's input is
             multiplied by noise drawn uniformly from
             `[1 - noise, 1 + noise]` (router and experts both see it).
@@ -226,13 +417,40 @@ class SparseMoE(keras.layers.Layer):
             `0`.
         kernel_initializer: initializer of the router and expert weights.
         sublayer_names: optional dict overriding the names (`router`,
-            `experts`, `gate`, `intermediate`, `output`), which are the
-            variable paths.
+            `experts`, `gate`, `intermediate`, `output`, `gate_bias`,
+            `intermediate_bias`, `output_bias`), which are the variable
+            paths.
         compute: `"sparse"` (each expert runs on its own tokens only;
             JAX's grouped matmul), `"dense"` (every expert on every token,
             unselected ones weighted 0) or `"auto"` (sparse on a JAX GPU or
             TPU, dense elsewhere; the default). Both paths give the same
             outputs and gradients; see the module docstring for the cost.
+        routing: `"softmax_then_top_k"` (the default; Mixtral, Qwen MoE)
+            or `"top_k_then_softmax"` (GPT-OSS): the kept experts' weights
+            are the softmax of their logits, so they sum to one whatever
+            `normalize_top_k` says.
+        use_router_bias: bool. A bias `(experts,)` on the router. Defaults
+            to `False`.
+        use_expert_bias: bool. Per-expert biases on the gate (fused or
+            not), intermediate and output projections. Defaults to
+            `False`.
+        fused_layout: `"concatenated"` (the gate's columns, then the
+            intermediate's; Qwen 3 MoE) or `"interleaved"` (gate in the
+            even columns, intermediate in the odd ones; GPT-OSS): how
+            `fused_gate_intermediate`'s variable (and bias) holds the two.
+            Defaults to `"concatenated"`.
+        clamp_limit: float or `None`. If set, the gate is clipped above at
+            it and the intermediate to `[-clamp_limit, clamp_limit]`
+            before they combine (GPT-OSS: 7). Defaults to `None`.
+        intermediate_offset: float. Added to the intermediate before it
+            multiplies the activated gate (GPT-OSS: 1, with
+            `activation="quick_gelu"`). Defaults to `0`.
+        capacity_factor: float or `None`. If set, each expert computes at
+            most `ceil(capacity_factor * tokens * top_k / num_experts)`
+            (token, expert) pairs per call, in static shapes on any
+            backend, and the pairs beyond are dropped (first choices are
+            served first); see the module docstring. `None` (the default)
+            drops nothing.
         **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -265,13 +483,43 @@ class SparseMoE(keras.layers.Layer):
         kernel_initializer="glorot_uniform",
         sublayer_names=None,
         compute="auto",
+        routing="softmax_then_top_k",
+        use_router_bias=False,
+        use_expert_bias=False,
+        fused_layout="concatenated",
+        clamp_limit=None,
+        intermediate_offset=0.0,
+        capacity_factor=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if compute not in ("auto", "sparse", "dense"):
+        check_expert_compute(compute, capacity_factor)
+        for name, value, valid in (
+            ("routing", routing, ROUTINGS),
+            ("fused_layout", fused_layout, FUSED_LAYOUTS),
+        ):
+            if value not in valid:
+                raise ValueError(
+                    f"`{name}` must be one of {', '.join(map(repr, valid))}. "
+                    f"Received: {name}={value!r}."
+                )
+        if fused_layout != "concatenated" and not fused_gate_intermediate:
             raise ValueError(
-                "`compute` must be 'auto', 'sparse' or 'dense'. Received: "
-                f"compute={compute!r}."
+                f"`fused_layout={fused_layout!r}` lays out a fused "
+                "gate/intermediate variable: it needs "
+                "`fused_gate_intermediate=True`."
+            )
+        if clamp_limit is not None and not (
+            _is_number(clamp_limit) and clamp_limit > 0
+        ):
+            raise ValueError(
+                "`clamp_limit` must be a positive number or None. Received: "
+                f"clamp_limit={clamp_limit!r}."
+            )
+        if not _is_number(intermediate_offset):
+            raise ValueError(
+                "`intermediate_offset` must be a number. Received: "
+                f"intermediate_offset={intermediate_offset!r}."
             )
         for name, value in (
             ("num_experts", num_experts),
@@ -303,6 +551,21 @@ class SparseMoE(keras.layers.Layer):
                 f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
                 f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
             )
+        for key, value in (sublayer_names or {}).items():
+            if key == "router":
+                valid = all(value.split("/"))
+                expected = (
+                    "one or more non-empty names joined by `/` (the router "
+                    "nests in layers of the first names)"
+                )
+            else:
+                valid = bool(value) and "/" not in value
+                expected = "a non-empty name without `/`"
+            if not valid:
+                raise ValueError(
+                    f"`sublayer_names[{key!r}]` must be {expected}. "
+                    f"Received: {value!r}."
+                )
         self.num_experts = num_experts
         self.intermediate_dim = intermediate_dim
         self.top_k = top_k
@@ -314,16 +577,27 @@ class SparseMoE(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.sublayer_names = dict(sublayer_names or {})
         self.compute = compute
+        self.routing = routing
+        self.use_router_bias = use_router_bias
+        self.use_expert_bias = use_expert_bias
+        self.fused_layout = fused_layout
+        self.clamp_limit = clamp_limit
+        self.intermediate_offset = intermediate_offset
+        self.capacity_factor = capacity_factor
         names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
 
-        self.router = keras.layers.Dense(
+        *scopes, router_name = names["router"].split("/")
+        router = keras.layers.Dense(
             num_experts,
-            use_bias=False,
+            use_bias=use_router_bias,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
-            name=names["router"],
+            name=router_name,
         )
-        declare_dims(self.router, kernel=ROUTER_DIMS)
+        declare_dims(router, kernel=ROUTER_DIMS, bias=("experts",))
+        for scope in reversed(scopes):
+            router = NestedLayer(router, dtype=self.dtype_policy, name=scope)
+        self.router = router
         self.experts = ExpertBank(
             num_experts,
             intermediate_dim,
@@ -332,6 +606,11 @@ class SparseMoE(keras.layers.Layer):
             kernel_initializer=self.kernel_initializer,
             variable_names=names,
             compute=compute,
+            use_bias=use_expert_bias,
+            fused_layout=fused_layout,
+            clamp_limit=clamp_limit,
+            intermediate_offset=intermediate_offset,
+            capacity_factor=capacity_factor,
             dtype=self.dtype_policy,
             name=names["experts"],
         )
@@ -349,6 +628,15 @@ class SparseMoE(keras.layers.Layer):
         their (float32) weights `(b, s, k)`."""
         logits = ops.cast(self.router(inputs), "float32")
         probabilities = ops.softmax(logits, axis=-1)
+        if self.routing == "top_k_then_softmax":
+            top_logits, top_indices = ops.top_k(logits, self.top_k)
+            # A softmax over the kept logits; `top_k` sorts them, so the
+            # first is the largest.
+            top_weights = ops.exp(top_logits - top_logits[..., :1])
+            top_weights = top_weights / ops.sum(
+                top_weights, axis=-1, keepdims=True
+            )
+            return probabilities, top_indices, top_weights
         top_probabilities, top_indices = ops.top_k(probabilities, self.top_k)
         if self.normalize_top_k:
             top_probabilities = top_probabilities / ops.sum(
@@ -419,6 +707,65 @@ class SparseMoE(keras.layers.Layer):
                 ),
                 "sublayer_names": self.sublayer_names,
                 "compute": self.compute,
+                "routing": self.routing,
+                "use_router_bias": self.use_router_bias,
+                "use_expert_bias": self.use_expert_bias,
+                "fused_layout": self.fused_layout,
+                "clamp_limit": self.clamp_limit,
+                "intermediate_offset": self.intermediate_offset,
+                "capacity_factor": self.capacity_factor,
             }
         )
         return config
+
+
+def configure_experts(model, compute="auto", capacity_factor=None):
+    """Sets how every `SparseMoE` block of `model` computes its experts.
+
+    Weights and outputs are unchanged (up to float rounding) unless
+    `capacity_factor` drops pairs. Call it before the model's first
+    forward pass, training step or `compile`: functions Keras has already
+    traced keep the old compute.
+
+    Args:
+        model: a Keras model or layer, e.g. a `MixtralBackbone`.
+        compute: `"auto"`, `"sparse"` or `"dense"`, as in `SparseMoE`.
+        capacity_factor: float or `None`, as in `SparseMoE`.
+
+    Returns:
+        The number of blocks changed.
+
+    Example:
+
+    ```python
+    from keras_nlp.layers.sparse_moe import configure_experts
+    from keras_nlp.models import MixtralBackbone
+
+    backbone = MixtralBackbone(
+        vocabulary_size=64,
+        num_layers=2,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        hidden_dim=32,
+        intermediate_dim=48,
+        num_experts=4,
+    )
+    configure_experts(backbone, capacity_factor=1.25)  # 2 blocks
+    ```
+    """
+    check_expert_compute(compute, capacity_factor)
+    blocks = [
+        layer
+        for layer in model._flatten_layers(include_self=True)
+        if isinstance(layer, SparseMoE)
+    ]
+    if not blocks:
+        raise ValueError(
+            f"{type(model).__name__} {model.name!r} has no SparseMoE block "
+            "to configure."
+        )
+    for block in blocks:
+        for layer in (block, block.experts):
+            layer.compute = compute
+            layer.capacity_factor = capacity_factor
+    return len(blocks)

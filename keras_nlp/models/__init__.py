@@ -15,6 +15,7 @@ from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
 from keras_nlp.models.gemma3.gemma3_vision_encoder import Gemma3VisionEncoder
 from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
+from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
@@ -24,6 +25,8 @@ from keras_nlp.models.pali_gemma.pali_gemma_backbone import PaliGemmaBackbone
 from keras_nlp.models.phi3.phi3_backbone import Phi3Backbone
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
+from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
+from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
 from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
 from keras_nlp.models.t5.t5_backbone import T5Backbone
 from keras_nlp.models.whisper.whisper_backbone import WhisperBackbone
@@ -46,6 +49,7 @@ __all__ = [
     "Gemma3Backbone",
     "Gemma3VisionEncoder",
     "GemmaBackbone",
+    "GptOssBackbone",
     "Llama3Backbone",
     "LlamaBackbone",
     "MistralBackbone",
@@ -54,7 +58,9 @@ __all__ = [
     "PaliGemmaBackbone",
     "Phi3Backbone",
     "Qwen3Backbone",
+    "Qwen3MoeBackbone",
     "QwenBackbone",
+    "QwenMoeBackbone",
     "RobertaBackbone",
     "T5Backbone",
     "WhisperBackbone",

@@ -79,6 +79,15 @@ OPTIONS = {
         logit_soft_cap=2.0,
         zero_unattended_queries=True,
     ),
+    # GPT-OSS: sinks, a window, biases on all four projections.
+    "sinks_window_bias": dict(
+        num_key_value_heads=2,
+        rotary_embedding=RotaryEmbedding,
+        use_sinks=True,
+        sliding_window_size=3,
+        use_bias=True,
+        use_output_bias=True,
+    ),
 }
 
 
@@ -147,6 +156,53 @@ def test_alibi_attention_matches_a_numpy_reference():
         "btnh,nhd->btd", heads, numpy(layer.output_dense.kernel)
     )
     np.testing.assert_allclose(actual, expected, atol=1e-5)
+
+
+def test_sinks_join_each_query_softmax_denominator():
+    keras.utils.set_random_seed(0)
+    layer = CachedGroupedQueryAttention(
+        4, 2, use_sinks=True, sliding_window_size=3, name="attention"
+    )
+    inputs = make_inputs()
+    # Row 0's first two tokens are padding: its query 0 sees no key.
+    padding = np.ones((2, LENGTH), "int32")
+    padding[0, :2] = 0
+    mask = decoder_attention_mask(2, LENGTH, LENGTH, padding_mask=padding)
+    layer.build(inputs.shape)
+    assert tuple(layer.sinks.shape) == (4,)
+    assert layer.sinks.path == "attention/sinks"
+    sinks = np.array([-1.0, 0.5, 2.0, 0.0], "float32")
+    layer.sinks.assign(sinks)
+    actual = numpy(layer(inputs, attention_mask=mask))
+
+    def project(dense):
+        return np.einsum("btd,dnh->btnh", inputs, numpy(dense.kernel))
+
+    query = project(layer.query_dense)
+    # Query heads 2k and 2k+1 share key/value head k.
+    key, value = (
+        np.repeat(project(d), 2, axis=2)
+        for d in (layer.key_dense, layer.value_dense)
+    )
+    logits = np.einsum("btnh,bsnh->bnts", query, key) / np.sqrt(HIDDEN // 4)
+    distance = np.arange(LENGTH)[:, None] - np.arange(LENGTH)[None, :]
+    visible = numpy(mask)[:, None] & (distance < 3)
+    logits = np.where(visible, logits, -np.inf)
+    top = np.maximum(logits.max(-1, keepdims=True), sinks[:, None, None])
+    weights = np.exp(logits - top)
+    weights /= weights.sum(-1, keepdims=True) + np.exp(
+        sinks[:, None, None] - top
+    )
+    heads = np.einsum("bnts,bsnh->btnh", weights, value)
+    expected = np.einsum(
+        "btnh,nhd->btd", heads, numpy(layer.output_dense.kernel)
+    )
+    np.testing.assert_allclose(actual, expected, atol=1e-5)
+    # A query that sees no key gives all its weight to the sinks.
+    np.testing.assert_array_equal(actual[0, 0], 0.0)
+    config = layer.get_config()
+    assert config["use_sinks"] is True
+    assert CachedGroupedQueryAttention.from_config(config).use_sinks
 
 
 def test_explicit_and_fused_paths_agree_with_a_bias():

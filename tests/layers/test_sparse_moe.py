@@ -6,6 +6,7 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+from keras_hub.src.models.gpt_oss import gpt_oss_decoder
 from keras_hub.src.models.mixtral import mixtral_decoder
 from keras_hub.src.models.qwen3_moe import qwen3_moe_decoder
 
@@ -14,6 +15,9 @@ from keras_nlp.distribution import EXPERT
 from keras_nlp.distribution import MODEL
 from keras_nlp.layers.layout_rules import sparse_moe_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
+from keras_nlp.layers.sparse_moe import configure_experts
+from keras_nlp.models import MixtralBackbone
+from tests.layers.test_expert_dispatch import looped_slots
 
 HIDDEN, WIDTH = 8, 6
 
@@ -23,10 +27,14 @@ def inputs(batch=2, length=5, seed=0):
     return rng.normal(size=(batch, length, HIDDEN)).astype("float32")
 
 
-def randomize(layer, seed=0):
+def randomize(layer, seed=0, scale=1.0):
+    """N(0, scale / fan_in) kernels; N(0, scale) router and expert biases."""
     rng = np.random.default_rng(seed)
     for variable in layer.weights:
-        value = rng.normal(0, variable.shape[-2] ** -0.5, variable.shape)
+        fan_in = variable.shape[-2] if len(variable.shape) == 3 else 1
+        if variable.path.endswith("/kernel"):
+            fan_in = variable.shape[0]
+        value = rng.normal(0, scale * fan_in**-0.5, variable.shape)
         variable.assign(value.astype("float32"))
 
 
@@ -188,6 +196,78 @@ def test_fused_layout_equals_keras_hub_qwen3_moe_block(normalize):
     )
 
 
+# GPT-OSS's block: keras-hub's paths under the block's name.
+GPT_OSS_OPTIONS = dict(
+    activation="quick_gelu",
+    routing="top_k_then_softmax",
+    use_router_bias=True,
+    use_expert_bias=True,
+    fused_gate_intermediate=True,
+    fused_layout="interleaved",
+    clamp_limit=7.0,
+    intermediate_offset=1.0,
+    sublayer_names={
+        "router": "router/router_dense",
+        "gate": "gate_up_proj",
+        "output": "down_proj",
+        "gate_bias": "gate_up_proj_bias",
+        "output_bias": "down_proj_bias",
+    },
+)
+
+
+def test_gpt_oss_options_equal_keras_hub_gpt_oss_block():
+    x = inputs(length=7)
+    oracle = gpt_oss_decoder.GptOssSparseMoeBlock(
+        HIDDEN, WIDTH, num_experts=5, top_k=2
+    )
+    oracle.build(x.shape)
+    # Weights 4x the unit scale: the clamp at 7 engages.
+    randomize(oracle, scale=4.0)
+    ours = SparseMoE(5, WIDTH, top_k=2, name="moe", **GPT_OSS_OPTIONS)
+    ours.build(x.shape)
+    assert {v.path: tuple(v.shape) for v in ours.weights} == {
+        "moe/router/router_dense/kernel": (HIDDEN, 5),
+        "moe/router/router_dense/bias": (5,),
+        "moe/experts/gate_up_proj": (5, HIDDEN, 2 * WIDTH),
+        "moe/experts/gate_up_proj_bias": (5, 2 * WIDTH),
+        "moe/experts/down_proj": (5, WIDTH, HIDDEN),
+        "moe/experts/down_proj_bias": (5, HIDDEN),
+    }
+    copy_by_name(oracle, ours)
+    experts = ours.experts
+    gate_up = np.einsum("bsh,ehf->bsef", x, experts.gate.numpy())
+    gate_up += experts.gate_bias.numpy()
+    assert np.mean(np.abs(gate_up) > 7.0) > 0.05
+    expected, _ = oracle(x)
+    actual = keras.ops.convert_to_numpy(ours(x))
+    np.testing.assert_allclose(
+        actual, keras.ops.convert_to_numpy(expected), atol=1e-5, rtol=1e-5
+    )
+    # Without the clamp (or with the halves layout) the outputs differ.
+    experts.clamp_limit = None
+    assert np.abs(keras.ops.convert_to_numpy(ours(x)) - actual).max() > 1e-2
+    experts.clamp_limit, experts.fused_layout = 7.0, "concatenated"
+    assert np.abs(keras.ops.convert_to_numpy(ours(x)) - actual).max() > 1e-2
+
+    config = ours.get_config()
+    clone = SparseMoE.from_config(config)
+    assert clone.get_config() == config
+    rules = sparse_moe_rules(
+        "moe/",
+        sublayer_names=GPT_OSS_OPTIONS["sublayer_names"],
+        fused_gate_intermediate=True,
+        expert_bias_names=("gate_up_proj_bias", "down_proj_bias"),
+    )
+    assert [rule[0] for rule in rules] == [
+        "moe/router/router_dense/kernel",
+        "moe/experts/gate_up_proj",
+        "moe/experts/down_proj",
+        "moe/experts/gate_up_proj_bias",
+        "moe/experts/down_proj_bias",
+    ]
+
+
 def test_aux_loss_ignores_padding_and_only_in_training():
     x = inputs()
     moe = SparseMoE(4, WIDTH, top_k=2, router_aux_loss_coef=0.5)
@@ -226,6 +306,19 @@ def test_bfloat16_routes_in_float32():
         (dict(top_k=0), ["top_k=0", "positive integer"]),
         (dict(router_jitter_noise=1.5), ["router_jitter_noise=1.5", "[0, 1)"]),
         (dict(sublayer_names={"gates": "x"}), ["gates", "valid keys"]),
+        (dict(routing="top_k"), ["routing='top_k'", "'top_k_then_softmax'"]),
+        (
+            dict(fused_layout="interleaved"),
+            ["fused_layout='interleaved'", "fused_gate_intermediate=True"],
+        ),
+        (
+            dict(fused_gate_intermediate=True, fused_layout="pairs"),
+            ["fused_layout='pairs'", "'interleaved'"],
+        ),
+        (dict(clamp_limit=-1.0), ["clamp_limit=-1.0", "positive number"]),
+        (dict(intermediate_offset="1"), ["intermediate_offset='1'"]),
+        (dict(sublayer_names={"router": "a//b"}), ["'a//b'", "nests"]),
+        (dict(sublayer_names={"gate": "a/b"}), ["'a/b'", "without"]),
     ],
 )
 def test_invalid_arguments_are_named(kwargs, words):
@@ -283,13 +376,21 @@ def test_docstring_example_runs():
 # === The sparse path (JAX's grouped matmul) against the dense one ===
 
 
-def sparse_and_dense(seed=0, router_bias=None, **kwargs):
-    """Two blocks with the same weights, one per compute path."""
+def sparse_and_dense(seed=0, router_bias=None, scale=1.0, **kwargs):
+    """Blocks with the same weights, one per compute path: sparse, dense,
+    and slots with room for every pair (capacity = tokens)."""
     blocks = []
-    for compute in ("sparse", "dense"):
-        block = SparseMoE(compute=compute, **kwargs)
+    no_drop = float(kwargs["num_experts"])
+    for compute, capacity_factor in (
+        ("sparse", None),
+        ("dense", None),
+        ("auto", no_drop),
+    ):
+        block = SparseMoE(
+            compute=compute, capacity_factor=capacity_factor, **kwargs
+        )
         block.build((None, None, HIDDEN))
-        randomize(block, seed)
+        randomize(block, seed, scale)
         if router_bias is not None:
             # The inputs' first feature is 1 (`biased_inputs`): a large
             # first kernel row steers every token to (or from) experts.
@@ -331,6 +432,13 @@ CASES = {
     "one_expert_for_all": dict(
         num_experts=4, top_k=1, router_bias=np.array([0, 0, 50.0, 0])
     ),
+    # Biases on the router and on separate gate, intermediate and output.
+    "biased_separate": dict(
+        num_experts=4, top_k=2, use_router_bias=True, use_expert_bias=True
+    ),
+    # GPT-OSS: top-k logits then softmax, interleaved fused weight with
+    # biases, the clamp (engaged by the weights' scale) and the offset.
+    "gpt_oss_like": dict(num_experts=5, top_k=2, scale=4.0, **GPT_OSS_OPTIONS),
 }
 
 
@@ -338,22 +446,106 @@ CASES = {
 def test_sparse_equals_dense_outputs_and_gradients(case):
     options = dict(CASES[case])
     router_bias = options.pop("router_bias", None)
-    sparse, dense = sparse_and_dense(
+    sparse, dense, slotted = sparse_and_dense(
         intermediate_dim=WIDTH, router_bias=router_bias, **options
     )
     x = inputs(batch=3, length=7)
     x[..., 0] = 1.0
-    y_sparse, grads_sparse = outputs_and_gradients(sparse, x)
     y_dense, grads_dense = outputs_and_gradients(dense, x)
-    np.testing.assert_allclose(y_sparse, y_dense, atol=1e-5, rtol=1e-5)
-    assert len(grads_sparse) == len(grads_dense)
-    for g_sparse, g_dense in zip(grads_sparse, grads_dense, strict=True):
-        np.testing.assert_allclose(g_sparse, g_dense, atol=1e-4, rtol=1e-4)
+    for block in (sparse, slotted):
+        y_sparse, grads_sparse = outputs_and_gradients(block, x)
+        np.testing.assert_allclose(y_sparse, y_dense, atol=1e-5, rtol=1e-5)
+        assert len(grads_sparse) == len(grads_dense)
+        for g_sparse, g_dense in zip(grads_sparse, grads_dense, strict=True):
+            np.testing.assert_allclose(g_sparse, g_dense, atol=1e-4, rtol=1e-4)
+    y_sparse, grads_sparse = outputs_and_gradients(sparse, x)
     if keras.backend.backend() == "jax" and case == "an_idle_expert":
         # The idle expert's weights (gate: trainable variable 1) get no
         # gradient on either path; the others do.
         assert not np.any(grads_sparse[1][0])
         assert np.all(np.any(grads_sparse[1][1:], axis=(1, 2)))
+
+
+@pytest.mark.parametrize("capacity_factor", [0.5, 1.0])
+def test_a_full_expert_drops_the_later_pairs(capacity_factor):
+    options = dict(num_experts=4, top_k=2, intermediate_dim=WIDTH)
+    _, dense, _ = sparse_and_dense(**options)
+    slotted = SparseMoE(capacity_factor=capacity_factor, **options)
+    slotted.build((None, None, HIDDEN))
+    slotted.set_weights(dense.get_weights())
+    x = inputs(batch=2, length=9)
+    _, top_indices, top_weights = dense._routing(x)
+    top_indices = keras.ops.convert_to_numpy(top_indices).reshape(-1, 2)
+    capacity = int(np.ceil(capacity_factor * 18 * 2 / 4))
+    slots = looped_slots(top_indices, 4, capacity)
+    dropped = slots == 4 * capacity
+    assert dropped.any()
+    # The dense path with the dropped pairs' weights zeroed.
+    kept_weights = keras.ops.convert_to_numpy(top_weights).reshape(-1, 2)
+    kept_weights = np.where(dropped, 0.0, kept_weights).reshape(2, 9, 2)
+    expected = dense.experts._dense(
+        x, top_indices.reshape(2, 9, 2), kept_weights.astype("float32")
+    )
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(slotted(x)),
+        keras.ops.convert_to_numpy(expected),
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    config = slotted.get_config()
+    assert config["capacity_factor"] == capacity_factor
+    assert SparseMoE.from_config(config).experts.capacity_factor == (
+        capacity_factor
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        (dict(capacity_factor=0), ["capacity_factor=0", "positive number"]),
+        (dict(capacity_factor="1"), ["capacity_factor='1'"]),
+        (
+            dict(capacity_factor=1.25, compute="dense"),
+            ["compute='dense'", "capacity_factor=None"],
+        ),
+    ],
+)
+def test_bad_capacity_factors_are_named(kwargs, words):
+    with pytest.raises(ValueError) as error:
+        SparseMoE(num_experts=4, intermediate_dim=WIDTH, **kwargs)
+    for word in words:
+        assert word in str(error.value)
+
+
+def test_configure_experts_switches_every_block():
+    model = MixtralBackbone(
+        vocabulary_size=32,
+        num_layers=2,
+        num_query_heads=2,
+        num_key_value_heads=1,
+        hidden_dim=HIDDEN,
+        intermediate_dim=WIDTH,
+        num_experts=4,
+    )
+    x = {
+        "token_ids": np.arange(12, dtype="int32").reshape(2, 6),
+        "padding_mask": np.ones((2, 6), "int32"),
+    }
+    reference = keras.ops.convert_to_numpy(model(x))
+    assert configure_experts(model, capacity_factor=4.0) == 2
+    blocks = [
+        layer
+        for layer in model._flatten_layers()
+        if isinstance(layer, SparseMoE)
+    ]
+    assert [b.experts.capacity_factor for b in blocks] == [4.0, 4.0]
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(model(x)), reference, atol=1e-5
+    )
+    with pytest.raises(ValueError, match="compute='dense'"):
+        configure_experts(model, compute="dense", capacity_factor=2.0)
+    with pytest.raises(ValueError, match="has no SparseMoE block"):
+        configure_experts(keras.layers.Dense(2))
 
 
 def test_sparse_compute_config_round_trips_and_bad_value_is_named():

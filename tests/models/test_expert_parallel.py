@@ -74,7 +74,8 @@ def test_experts_split_over_the_expert_axis(case, mesh_shape):
     assert experts
     for weight in experts:
         assert weight.spec[0] == "expert", weight.path
-        assert "model" in weight.spec, weight.path
+        if len(weight.shape) == 3:  # kernels; biases have no width
+            assert "model" in weight.spec, weight.path
     # Weights without experts shard FSDP-style over the expert axis too.
     query = next(w for w in plan.weights if w.path.endswith("query/kernel"))
     assert query.spec[0] == ("batch", "expert")

@@ -451,6 +451,99 @@ TINY_CONFIGS = {
             ),
         },
     ),
+    "QwenMoeBackbone": Enrolment(
+        "keras_nlp.models.qwen_moe.qwen_moe_backbone",
+        {
+            "tiny": dict(
+                _SMALL,
+                **_heads(4, 2),
+                intermediate_dim=48,
+                moe_intermediate_dim=16,
+                shared_expert_intermediate_dim=24,
+                num_experts=4,
+                top_k=2,
+            ),
+            # qwen1.5_moe_2.7b_en: 60 experts (top 4), which an 8-way axis
+            # does not divide, and 16:16 heads. A dense first block, a
+            # window, renormalized routing and non-default options.
+            "e60_top4_mha_16_16_dense_first": dict(
+                vocabulary_size=256,
+                num_layers=2,
+                **_heads(16, 16),
+                **_ROPE_OPTIONS,
+                hidden_dim=64,
+                intermediate_dim=32,
+                moe_intermediate_dim=8,
+                shared_expert_intermediate_dim=16,
+                num_experts=60,
+                top_k=4,
+                norm_top_k_prob=True,
+                mlp_only_layers=[0],
+                use_sliding_window_attention=True,
+                sliding_window_size=4,
+                router_aux_loss_coefficient=0.01,
+            ),
+        },
+    ),
+    "Qwen3MoeBackbone": Enrolment(
+        "keras_nlp.models.qwen3_moe.qwen3_moe_backbone",
+        {
+            "tiny": dict(
+                _SMALL,
+                **_heads(4, 2, head_dim=16),
+                intermediate_dim=48,
+                moe_intermediate_dim=16,
+                num_experts=4,
+                top_k=2,
+            ),
+            # The presets' 32:4 heads (4 divide no 8-way axis) and top 8;
+            # every second block sparse, a window and RoPE options.
+            "e16_top8_gqa_32_4_sparse_step_2": dict(
+                vocabulary_size=256,
+                num_layers=2,
+                **_heads(32, 4, head_dim=4),
+                **_ROPE_OPTIONS,
+                hidden_dim=64,
+                intermediate_dim=96,
+                moe_intermediate_dim=8,
+                num_experts=16,
+                top_k=8,
+                norm_top_k_prob=True,
+                decoder_sparse_step=2,
+                sliding_window_size=3,
+                tie_word_embeddings=True,
+            ),
+        },
+    ),
+    "GptOssBackbone": Enrolment(
+        "keras_nlp.models.gpt_oss.gpt_oss_backbone",
+        {
+            "tiny": dict(
+                _SMALL,
+                **_heads(4, 2),
+                intermediate_dim=16,
+                num_experts=4,
+                top_k=2,
+                sliding_window=4,
+            ),
+            # The presets' 8:1 query:key/value heads with heads * head_dim
+            # wider than hidden, YaRN, a window on block 1; 6 experts (top
+            # 3) that no 4- or 8-way axis divides.
+            "e6_top3_gqa_16_2_yarn": dict(
+                vocabulary_size=256,
+                num_layers=2,
+                **_heads(16, 2, head_dim=8),
+                hidden_dim=48,
+                intermediate_dim=8,
+                num_experts=6,
+                top_k=3,
+                rope_max_wavelength=150000,
+                rope_scaling_factor=32.0,
+                layer_norm_epsilon=1e-5,
+                sliding_window=3,
+            ),
+        },
+    ),
     "GPT2Backbone": Enrolment(
         "keras_nlp.models.gpt2.gpt2_backbone",
         {

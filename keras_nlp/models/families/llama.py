@@ -75,11 +75,13 @@ def build_llama_style(
             `keras_nlp.layers.RotaryEmbedding` (named `rotary_embedding`)
             for one block.
         intermediate_dim: int, the width of the SwiGLU feed-forward.
-        feedforward: callable returning a new feed-forward layer for one
-            block (e.g. a `SparseMoE`), used instead of the SwiGLU one.
+        feedforward: callable mapping a block index to a new feed-forward
+            layer for that block (e.g. a `SparseMoE`), used instead of the
+            SwiGLU one.
         attention_options: dict of further `CachedGroupedQueryAttention`
             arguments (`use_bias`, `use_query_key_norm`,
-            `sliding_window_size`, ...).
+            `sliding_window_size`, ...), or a callable mapping a block
+            index to such a dict (e.g. windows on alternate blocks).
         attention_name: the attention layer's name in each block.
         block_names: `DecoderLayer` `sublayer_names` of the checkpoint.
         dtype: dtype or `keras.DTypePolicy`.
@@ -95,6 +97,9 @@ def build_llama_style(
     kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
     backbone.transformer_layers = []
     for index in range(num_layers):
+        options = attention_options or {}
+        if callable(options):
+            options = options(index)
         attention = CachedGroupedQueryAttention(
             num_query_heads=num_query_heads,
             num_key_value_heads=num_key_value_heads,
@@ -104,14 +109,14 @@ def build_llama_style(
             kernel_initializer=kernel_initializer,
             dtype=dtype,
             name=attention_name,
-            **(attention_options or {}),
+            **options,
         )
         backbone.transformer_layers.append(
             DecoderLayer(
                 attention=attention,
                 hidden_dim=hidden_dim,
                 intermediate_dim=intermediate_dim,
-                feedforward=feedforward() if feedforward else None,
+                feedforward=feedforward(index) if feedforward else None,
                 activation="silu",
                 layer_norm_epsilon=layer_norm_epsilon,
                 dropout=dropout,

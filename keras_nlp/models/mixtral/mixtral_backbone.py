@@ -131,7 +131,7 @@ class MixtralBackbone(Backbone):
                 name="rotary_embedding",
             ),
             attention_options={"sliding_window_size": sliding_window},
-            feedforward=lambda: SparseMoE(
+            feedforward=lambda index: SparseMoE(
                 num_experts=num_experts,
                 intermediate_dim=intermediate_dim,
                 top_k=top_k,

@@ -1,0 +1,137 @@
+"""A sparse mixture of experts plus an always-on, gated shared expert.
+
+Qwen 1.5 / Qwen 2 MoE: every token goes through its `top_k` routed experts
+and through one dense SwiGLU, the shared expert, whose output is scaled
+per token by `sigmoid(x @ shared_expert_gate)` before the two are added.
+"""
+
+import keras
+from keras import ops
+
+from keras_nlp.layers.dense import named_dense
+from keras_nlp.layers.gated_feedforward import GatedFeedForward
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.layout_rules import named_rule
+from keras_nlp.layers.layout_rules import sparse_moe_rules
+from keras_nlp.layers.sparse_moe import SparseMoE
+
+SHARED_EXPERT = "shared_expert_dense"
+SHARED_EXPERT_GATE = "shared_expert_gate_dense"
+# The shared expert's gate maps hidden to one logit per token.
+SHARED_EXPERT_GATE_DIMS = ("hidden", "shared_expert_logit")
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp.layers")
+class SharedExpertSparseMoE(SparseMoE):
+    """`SparseMoE` plus a shared SwiGLU expert that every token uses.
+
+    The output is `moe(x) + sigmoid(x @ g) * shared(x)`, where `moe` is the
+    routed mixture of `SparseMoE`, `shared` a `GatedFeedForward` of width
+    `shared_intermediate_dim` and `g` a `(hidden, 1)` kernel.
+
+    Variable paths under the block's name: those of `SparseMoE`, plus
+    `shared_expert_dense/feedforward_{intermediate,gate}_dense/kernel`
+    `(hidden, shared_intermediate_dim)`,
+    `shared_expert_dense/feedforward_output_dense/kernel`
+    `(shared_intermediate_dim, hidden)` and
+    `shared_expert_gate_dense/kernel` `(hidden, 1)`, as in the Qwen MoE
+    checkpoints.
+
+    Args:
+        num_experts: int. Number of routed experts.
+        intermediate_dim: int. Feed-forward width of each routed expert.
+        shared_intermediate_dim: int. Feed-forward width of the shared
+            expert.
+        **kwargs: the other arguments of `SparseMoE` (`top_k`,
+            `normalize_top_k`, `fused_gate_intermediate`,
+            `router_aux_loss_coef`, `sublayer_names`, ...) and of
+            `keras.layers.Layer`. Jitter noise, if any, reaches only the
+            routed experts.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers import SharedExpertSparseMoE
+
+    moe = SharedExpertSparseMoE(
+        num_experts=4,
+        intermediate_dim=16,
+        shared_intermediate_dim=32,
+        top_k=2,
+        normalize_top_k=False,
+    )
+    outputs = moe(np.random.rand(2, 5, 8).astype("float32"))  # (2, 5, 8)
+    ```
+    """
+
+    def __init__(
+        self, num_experts, intermediate_dim, shared_intermediate_dim, **kwargs
+    ):
+        super().__init__(num_experts, intermediate_dim, **kwargs)
+        if (
+            not isinstance(shared_intermediate_dim, int)
+            or isinstance(shared_intermediate_dim, bool)
+            or shared_intermediate_dim < 1
+        ):
+            raise ValueError(
+                "`shared_intermediate_dim` must be a positive integer. "
+                "Received: "
+                f"shared_intermediate_dim={shared_intermediate_dim!r}."
+            )
+        self.shared_intermediate_dim = shared_intermediate_dim
+        self.shared_expert = GatedFeedForward(
+            shared_intermediate_dim,
+            activation=self.activation,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+            name=SHARED_EXPERT,
+        )
+        self.shared_expert_gate = named_dense(
+            1,
+            SHARED_EXPERT_GATE_DIMS,
+            name=SHARED_EXPERT_GATE,
+            use_bias=False,
+            kernel_initializer=self.kernel_initializer,
+            dtype=self.dtype_policy,
+        )
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.shared_expert.build(input_shape)
+        self.shared_expert_gate.build(input_shape)
+
+    def call(self, inputs, padding_mask=None, training=None):
+        routed = super().call(
+            inputs, padding_mask=padding_mask, training=training
+        )
+        shared = self.shared_expert(inputs) * ops.sigmoid(
+            self.shared_expert_gate(inputs)
+        )
+        return routed + shared
+
+    def get_config(self):
+        config = super().get_config()
+        config["shared_intermediate_dim"] = self.shared_intermediate_dim
+        return config
+
+
+def shared_expert_moe_rules(prefix, fused_gate_intermediate=False):
+    """Layout rules of a `SharedExpertSparseMoE` under `prefix` (with `/`).
+
+    The routed experts as `sparse_moe_rules` places them; the shared expert
+    like a dense feed-forward (width on the model axis, hidden on the data
+    axis). Its gate `(hidden, 1)` is declared replicated, as the router is:
+    one hidden-sized vector per block that every token reads, where
+    sharding hidden would add a collective per block to save a few
+    kilobytes.
+    """
+    return [
+        *sparse_moe_rules(
+            prefix, fused_gate_intermediate=fused_gate_intermediate
+        ),
+        *feedforward_rules(prefix + SHARED_EXPERT + "/"),
+        named_rule(
+            prefix + SHARED_EXPERT_GATE + "/kernel", SHARED_EXPERT_GATE_DIMS, {}
+        ),
+    ]
