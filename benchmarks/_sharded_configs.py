@@ -69,6 +69,21 @@ CONFIGS = {
             top_k=2,
         ),
     ),
+    "qwen3-moe-like (16 experts top-4, 32q:4kv)": (
+        "Qwen3MoeBackbone",
+        dict(
+            vocabulary_size=2048,
+            num_layers=2,
+            num_query_heads=32,
+            num_key_value_heads=4,
+            head_dim=32,
+            hidden_dim=512,
+            intermediate_dim=1024,
+            moe_intermediate_dim=128,
+            num_experts=16,
+            top_k=4,
+        ),
+    ),
 }
 
 

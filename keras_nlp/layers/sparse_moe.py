@@ -192,27 +192,28 @@ class ExpertBank(keras.layers.Layer):
         hidden_dim = input_shape[-1]
         experts, width = self.num_experts, self.intermediate_dim
         gate_width = 2 * width if self.fused_gate_intermediate else width
-        self.gate = self._weight((experts, hidden_dim, gate_width), "gate")
+        # Each kernel, then its bias: the checkpoints' variable order
+        # (GPT-OSS's `gate_up_proj`, `gate_up_proj_bias`, `down_proj`, ...),
+        # which Keras's weight files index by.
+        self.gate_bias = self.intermediate_bias = self.output_bias = None
         self.intermediate = None
+
+        def bias(shape, kind):
+            if not self.use_bias:
+                return None
+            return self._weight(shape, kind, "zeros")
+
+        self.gate = self._weight((experts, hidden_dim, gate_width), "gate")
+        self.gate_bias = bias((experts, gate_width), "gate_bias")
         if not self.fused_gate_intermediate:
             self.intermediate = self._weight(
                 (experts, hidden_dim, width), "intermediate"
             )
+            self.intermediate_bias = bias((experts, width), "intermediate_bias")
         self.output_kernel = self._weight(
             (experts, width, hidden_dim), "output"
         )
-        self.gate_bias = self.intermediate_bias = self.output_bias = None
-        if self.use_bias:
-            self.gate_bias = self._weight(
-                (experts, gate_width), "gate_bias", "zeros"
-            )
-            if not self.fused_gate_intermediate:
-                self.intermediate_bias = self._weight(
-                    (experts, width), "intermediate_bias", "zeros"
-                )
-            self.output_bias = self._weight(
-                (experts, hidden_dim), "output_bias", "zeros"
-            )
+        self.output_bias = bias((experts, hidden_dim), "output_bias")
 
     def _split_fused(self, fused):
         """The gate and intermediate parts of the fused projection."""

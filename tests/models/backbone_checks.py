@@ -14,6 +14,7 @@ folder calls these with its own class and presets:
 """
 
 import math
+import re
 
 import keras
 import numpy as np
@@ -279,6 +280,54 @@ def unit_scale_oracle(class_name, config, seed=0, scales=None):
             rng.normal(0.0, scale, variable.shape).astype("float32")
         )
     return oracle
+
+
+def unit_scale_pair(ours_cls, config, auto_named=(), seed=0):
+    """Ours and keras-hub's class of the same name, same unit-scale weights.
+
+    Kernels draw from N(0, 1/fan_in) (an attention output kernel's fan-in
+    is heads x head_dim), embeddings from N(0, 1) and rank-1 weights from
+    N(0, 0.5), so routing and attention are far from uniform.
+
+    Args:
+        ours_cls: our backbone class; keras-hub's has the same name.
+        config: arguments both accept.
+        auto_named: names of keras-hub layers that take Keras auto names,
+            unique per session (`qwen_sparse_moe_block_3`); their suffix is
+            dropped to match ours.
+        seed: int.
+
+    Returns:
+        `(ours, oracle)`.
+    """
+    import keras_hub
+
+    keras.utils.set_random_seed(seed)
+    oracle = getattr(keras_hub.models, ours_cls.__name__)(**config)
+    ours = ours_cls(**config)
+    pattern = re.compile(rf"({'|'.join(map(re.escape, auto_named))})_\d+/")
+    targets = {v.path: v for v in ours.weights}
+    sources = {
+        (pattern.sub(r"\1/", v.path) if auto_named else v.path): v
+        for v in oracle.weights
+    }
+    assert sorted(sources) == sorted(targets)
+    rng = np.random.default_rng(seed)
+    for path, variable in sources.items():
+        shape = tuple(variable.shape)
+        assert tuple(targets[path].shape) == shape, path
+        if len(shape) == 1:
+            scale = 0.5
+        elif path.endswith("embeddings"):
+            scale = 1.0
+        elif "attention_output" in path:
+            scale = (shape[0] * shape[1]) ** -0.5
+        else:
+            scale = shape[-2] ** -0.5
+        value = rng.normal(0.0, scale, shape).astype("float32")
+        variable.assign(value)
+        targets[path].assign(value)
+    return ours, oracle
 
 
 def assert_dropout_in_training(ours, oracle, inputs):

@@ -9,15 +9,13 @@ all its blocks dense; ours follow each block's index, as the Hugging Face
 model does. The dense-block case therefore has one block.
 """
 
-import re
-
 import keras
-import keras_hub
 import numpy as np
 import pytest
 
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
 from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import unit_scale_pair
 
 VOCAB = 97
 BASE = dict(
@@ -60,38 +58,12 @@ CASES = {
 }
 
 
-def ours_path(oracle_path):
-    # keras-hub's feed-forward blocks take Keras auto names, unique per
-    # session (`qwen_sparse_moe_block_3`); ours have the stable first name.
-    return re.sub(
-        r"(qwen_sparse_moe_block|qwen_moe_mlp)_\d+/", r"\1/", oracle_path
-    )
-
-
 def make_pair(config, seed=0):
     """Ours and keras-hub's, with the same unit-scale random weights."""
-    keras.utils.set_random_seed(seed)
-    oracle = keras_hub.models.QwenMoeBackbone(**config)
-    ours = QwenMoeBackbone(**config)
-    targets = {v.path: v for v in ours.weights}
-    sources = {ours_path(v.path): v for v in oracle.weights}
-    assert sorted(sources) == sorted(targets)
-    rng = np.random.default_rng(seed)
-    for path, variable in sources.items():
-        shape = tuple(variable.shape)
-        assert tuple(targets[path].shape) == shape, path
-        if len(shape) == 1:
-            scale = 0.5
-        elif path.endswith("embeddings"):
-            scale = 1.0
-        elif "attention_output" in path:
-            scale = (shape[0] * shape[1]) ** -0.5
-        else:
-            scale = shape[-2] ** -0.5
-        value = rng.normal(0.0, scale, shape).astype("float32")
-        variable.assign(value)
-        targets[path].assign(value)
-    return ours, oracle
+    # keras-hub's feed-forward blocks take Keras auto names.
+    return unit_scale_pair(
+        QwenMoeBackbone, config, ("qwen_sparse_moe_block", "qwen_moe_mlp"), seed
+    )
 
 
 def real_token_outputs(model, inputs, **kwargs):
