@@ -283,8 +283,9 @@ def main():
         "Minimum: 2 (forward) or 4 (train) activation all-reduces per block "
         "on the model axis (on a (batch, expert, model) mesh, the (expert, "
         "model) group), plus one gradient all-reduce of params/model-axis "
-        "(/group) over the batch axis when it is > 1. Batch {shared.BATCH}, sequence "
-        f"{shared.SEQUENCE}, float32. Measured in {elapsed:.0f} s."
+        "(/group) over the batch axis when it is > 1. "
+        f"Batch {shared.BATCH}, sequence {shared.SEQUENCE}, float32. "
+        f"Measured in {elapsed:.0f} s."
     )
     table = "\n".join(lines)
     print()
