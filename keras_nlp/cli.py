@@ -63,6 +63,14 @@ def _parser():
         help="axis that also shards weights FSDP-style; 'none' for none",
     )
     plan.add_argument(
+        "--svg",
+        metavar="FILE",
+        help=(
+            "also write the plan as an SVG picture (open it in a browser): "
+            "per weight kind, its split over the mesh and bytes per device"
+        ),
+    )
+    plan.add_argument(
         "--expert-axis",
         default=None,
         help=(
@@ -284,6 +292,10 @@ def _plan(args):
         # Pipes and files get wide lines instead of wrapped weight paths.
         width = None if sys.stdout.isatty() else 100
         plan.print(console=Console(width=width), all_weights=args.all)
+    if args.svg:
+        with open(args.svg, "w", encoding="utf-8") as file:
+            file.write(plan.to_svg(all_weights=args.all))
+        print(f"wrote {args.svg}", file=sys.stderr)
     warning = _replication_warning(plan, plan_for)
     if warning:
         print(warning, file=sys.stderr)

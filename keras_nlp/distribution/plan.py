@@ -379,6 +379,31 @@ class LayoutPlan:
             self._print_entries(console, title, rows)
         console.print(self.summary())
 
+    def to_svg(self, all_weights=False):
+        """The plan as a standalone SVG picture.
+
+        One row per weight kind (or per weight with `all_weights`): its
+        name and the blocks it repeats in, a grid with one square per
+        device laid out like the mesh, colored by which piece of the
+        weight the device holds (gray: the whole weight), and its spec,
+        shard shape, bytes per device and decision. `python -m keras_nlp
+        plan PRESET --mesh 1x8 --svg plan.svg` writes it.
+
+        Returns:
+            str, the SVG document.
+        """
+        from keras_nlp.distribution.plan_svg import render_plan_svg
+
+        if all_weights:
+            rows = [(weight.path, 1, weight) for weight in self.weights]
+        else:
+            rows = [
+                (_entry_name(template, indices), count, weight)
+                for template, count, weight, indices in self._folded_rows()
+            ]
+        title = f"{self.preset or self.backbone} on mesh {self.mesh}"
+        return render_plan_svg(self, rows, title)
+
     def _print_table(self, console, title, rows):
         from rich.table import Table
 
@@ -405,12 +430,8 @@ class LayoutPlan:
         width = console.width
         console.print(Text(title, style="bold"))
         for template, count, weight, indices in rows:
-            name, blocks = template, ""
-            if indices and "_{i}/" in template:
-                block, name = template.split("_{i}/", 1)
-                blocks = f"  {block} {_index_ranges(indices)}"
             size = _format_bytes(weight.shard_bytes * count)
-            head = name + blocks
+            head = _entry_name(template, indices)
             gap = max(2, width - len(head) - len(size))
             console.print(
                 Text(head + " " * gap + size, style="bold"),
@@ -433,6 +454,14 @@ _STYLES = {
     REPLICATED: "dim",
     USER: "magenta",
 }
+
+
+def _entry_name(template, indices):
+    """`attention/key/kernel  decoder_block 0-17` for a folded template."""
+    if indices and "_{i}/" in template:
+        block, name = template.split("_{i}/", 1)
+        return f"{name}  {block} {_index_ranges(indices)}"
+    return template
 
 
 def _decision_text(weight):

@@ -131,10 +131,12 @@ def test_yarn_equals_keras_hub_rotary_embedding(factor, truncate):
         scaling_factor=factor, rope_type="yarn", **options
     )
     x = np.random.default_rng(0).normal(size=(2, 300, 3, 64)).astype("float32")
+    # Angles reach ~300 radians, where a float32 ulp is 3e-5: the two
+    # orders of computing them differ by a few ulps on some backends.
     np.testing.assert_allclose(
         keras.ops.convert_to_numpy(ours(x, start_index=5)),
         keras.ops.convert_to_numpy(oracle(x, start_index=5)),
-        atol=1e-4,
+        atol=3e-4,
     )
     clone = YarnRotaryEmbedding.from_config(ours.get_config())
     assert clone.get_config() == ours.get_config()
