@@ -71,6 +71,15 @@ def _parser():
         ),
     )
     plan.add_argument(
+        "--fsdp-axis",
+        default=None,
+        help=(
+            "axis that shards weights FSDP-style instead of the data axis, "
+            "e.g. with --mesh 2x2x2 --axis-names data,fsdp,model "
+            "--data-axis data"
+        ),
+    )
+    plan.add_argument(
         "--expert-axis",
         default=None,
         help=(
@@ -278,6 +287,7 @@ def _plan(args):
             model_parallel_dim_name=args.model_axis,
             data_parallel_dim_name=data_axis,
             expert_parallel_dim_name=args.expert_axis,
+            fsdp_dim_name=args.fsdp_axis,
             strict=strict,
             dtype=args.dtype,
             lora_rank=args.lora_rank,

@@ -12,6 +12,7 @@ from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.mesh import MeshShape
+from keras_nlp.distribution.model_parallel import ModelParallel
 from keras_nlp.distribution.plan import Fallback
 from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
@@ -21,6 +22,7 @@ from keras_nlp.distribution.resolver import UserEntry
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import EXPERT
+from keras_nlp.distribution.rules import FSDP
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.distribution.rules import LayoutRule
 from keras_nlp.distribution.rules import Role
@@ -31,6 +33,7 @@ from keras_nlp.distribution.shapes import abstract_variables
 __all__ = [
     "DATA",
     "EXPERT",
+    "FSDP",
     "MODEL",
     "BackboneLayoutMap",
     "Fallback",
@@ -38,6 +41,7 @@ __all__ = [
     "LayoutPlan",
     "LayoutRule",
     "MeshShape",
+    "ModelParallel",
     "Role",
     "VariableInfo",
     "WeightPlan",

@@ -71,6 +71,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         model_axis,
         data_axis,
         expert_axis=None,
+        fsdp_axis=None,
         strict=False,
         plan=None,
     ):
@@ -80,6 +81,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         self.model_axis = model_axis
         self.data_axis = data_axis
         self.expert_axis = expert_axis
+        self.fsdp_axis = fsdp_axis
         self.strict = strict
         self.plan = None
         self._user_entries = {}
@@ -102,6 +104,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             model_axis=self.model_axis,
             data_axis=self.data_axis,
             expert_axis=self.expert_axis,
+            fsdp_axis=self.fsdp_axis,
             strict=self.strict,
             preset=self.plan.preset if self.plan else None,
             user_entries=self.user_entries,
@@ -244,8 +247,13 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             if self.plan
             else "unbound"
         )
-        expert = (
-            f"expert_axis={self.expert_axis!r} " if self.expert_axis else ""
+        expert = "".join(
+            f"{name}={axis!r} "
+            for name, axis in (
+                ("expert_axis", self.expert_axis),
+                ("fsdp_axis", self.fsdp_axis),
+            )
+            if axis
         )
         return (
             f"<BackboneLayoutMap {self.backbone_cls.__name__} "

@@ -185,3 +185,26 @@ def check_role_axes(mesh, model_axis, data_axis, expert_axis=None):
             f"axis names are {names}."
         )
     return None if expert_axis == model_axis else expert_axis
+
+
+def check_fsdp_axis(mesh, fsdp_axis, model_axis, data_axis, expert_axis):
+    """Raises unless `fsdp_axis` (or `None`) is a mesh axis of its own."""
+    if fsdp_axis is None:
+        return
+    names = list(mesh.axis_names)
+    if fsdp_axis not in names:
+        raise ValueError(
+            f"fsdp_dim_name={fsdp_axis!r} is not an axis of the device mesh. "
+            f"The mesh's axis names are {names} (or pass fsdp_dim_name=None "
+            "to shard weights FSDP-style over the data axis)."
+        )
+    for role, axis in (
+        ("model_parallel_dim_name", model_axis),
+        ("data_parallel_dim_name", data_axis),
+        ("expert_parallel_dim_name", expert_axis),
+    ):
+        if fsdp_axis == axis:
+            raise ValueError(
+                f"fsdp_dim_name and {role} must name different mesh axes; "
+                f"both are {fsdp_axis!r}. The mesh's axis names are {names}."
+            )

@@ -6,6 +6,7 @@ import math
 import re
 import textwrap
 
+from keras_nlp.distribution.formatting import format_bytes
 from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.rules import format_spec
 
@@ -173,6 +174,8 @@ class LayoutPlan:
         preset: the preset name, when the plan was made from one.
         expert_axis: the mesh axis name of the `EXPERT` role, or `None`
             when experts share the model axis.
+        fsdp_axis: the mesh axis that shards weights FSDP-style, or `None`
+            when the data axis does.
 
     Example:
 
@@ -196,6 +199,7 @@ class LayoutPlan:
     weights: tuple
     preset: str = None
     expert_axis: str = None
+    fsdp_axis: str = None
 
     def weight(self, path):
         """The `WeightPlan` of the variable at `path`."""
@@ -282,6 +286,7 @@ class LayoutPlan:
             "model_axis": self.model_axis,
             "data_axis": self.data_axis,
             "expert_axis": self.expert_axis,
+            "fsdp_axis": self.fsdp_axis,
             "dtypes": self.dtypes,
             "num_devices": self.num_devices,
             "total_params": self.total_params,
@@ -307,11 +312,11 @@ class LayoutPlan:
             f"devices, dtype:        {self.num_devices}, "
             f"{'/'.join(self.dtypes)}",
             f"total parameters:      {self.total_params:,} "
-            f"({_format_bytes(self.total_bytes)})",
+            f"({format_bytes(self.total_bytes)})",
             f"parameters per device: {self.params_per_device:,} "
-            f"({_format_bytes(self.bytes_per_device)})",
+            f"({format_bytes(self.bytes_per_device)})",
             f"ideal per device:      {self.ideal_params_per_device:,.0f} "
-            f"({_format_bytes(self.ideal_bytes_per_device)}), "
+            f"({format_bytes(self.ideal_bytes_per_device)}), "
             f"ratio {self.memory_ratio:.3f}",
             f"bytes replicated:      {self.replicated_bytes_fraction:.1%} "
             "of the model is held whole on every device",
@@ -418,7 +423,7 @@ class LayoutPlan:
                 str(weight.shape),
                 format_spec(weight.spec),
                 str(weight.shard_shape),
-                _format_bytes(weight.shard_bytes * count),
+                format_bytes(weight.shard_bytes * count),
                 _decision_text(weight),
                 style=_STYLES.get(weight.decision),
             )
@@ -430,7 +435,7 @@ class LayoutPlan:
         width = console.width
         console.print(Text(title, style="bold"))
         for template, count, weight, indices in rows:
-            size = _format_bytes(weight.shard_bytes * count)
+            size = format_bytes(weight.shard_bytes * count)
             head = _entry_name(template, indices)
             gap = max(2, width - len(head) - len(size))
             console.print(
@@ -484,16 +489,6 @@ def _index_ranges(indices):
         if position == len(indices) - 1:
             ranges.append((start, previous))
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
-
-
-def _format_bytes(count):
-    count = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(count) < 1024 or unit == "TiB":
-            return (
-                f"{count:.0f} {unit}" if unit == "B" else f"{count:.2f} {unit}"
-            )
-        count /= 1024
 
 
 def _jsonable(value):

@@ -12,7 +12,7 @@ import itertools
 import math
 from xml.sax.saxutils import escape
 
-from keras_nlp.distribution.plan import _format_bytes
+from keras_nlp.distribution.formatting import format_bytes
 from keras_nlp.distribution.rules import format_spec
 
 CELL = 14  # pixels per device square
@@ -140,7 +140,7 @@ def render_plan_svg(plan, rows, title):
         if draw:
             parts.append(_grid(weight, mesh, label_width, top, grid_columns))
         text_x = label_width + grid_width + 20
-        per_device = _format_bytes(weight.shard_bytes * count)
+        per_device = format_bytes(weight.shard_bytes * count)
         parts += [
             f'<text x="{text_x}" y="{top + LINE}">'
             f"{escape(format_spec(weight.spec))} -> shard "
@@ -183,7 +183,7 @@ def _grid(weight, mesh, left, top, columns):
 def _totals(plan):
     return (
         f"{plan.num_devices} devices; per device "
-        f"{_format_bytes(plan.bytes_per_device)}, ideal "
-        f"{_format_bytes(plan.ideal_bytes_per_device)} (ratio "
+        f"{format_bytes(plan.bytes_per_device)}, ideal "
+        f"{format_bytes(plan.ideal_bytes_per_device)} (ratio "
         f"{plan.memory_ratio:.3f}); {len(plan.fallbacks)} fallback(s)"
     )

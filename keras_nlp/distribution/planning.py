@@ -53,6 +53,7 @@ def plan_backbone_layout(
     model_axis,
     data_axis,
     expert_axis=None,
+    fsdp_axis=None,
     strict=False,
     dtype=None,
     preset=None,
@@ -68,6 +69,8 @@ def plan_backbone_layout(
         data_axis: mesh axis name of the `DATA` role, or `None`.
         expert_axis: mesh axis name of the `EXPERT` role, or `None` for the
             model axis.
+        fsdp_axis: mesh axis name that shards weights FSDP-style instead of
+            the data axis, or `None`.
         strict: bool, raise instead of falling back.
         dtype: optional dtype to count bytes in.
         preset: the preset name, kept in the plan.
@@ -84,6 +87,7 @@ def plan_backbone_layout(
         model_axis=model_axis,
         data_axis=data_axis,
         expert_axis=expert_axis,
+        fsdp_axis=fsdp_axis,
         owner=owner,
         config=config,
         preset=preset,

@@ -295,17 +295,20 @@ def _dim_of_axis(spec, axis):
     )
 
 
-def role_axes_for(model_axis, data_axis, expert_axis=None):
+def role_axes_for(model_axis, data_axis, expert_axis=None, fsdp_axis=None):
     """The mesh axes of each role, in the order a dimension takes them.
 
-    `EXPERT` is the expert axis, or the model axis when there is none.
-    Weights without an expert dimension shard FSDP-style over the expert
-    axis too, so `DATA` covers the data axis and then the expert axis.
+    `DATA` (also named `FSDP`) shards weights FSDP-style: over the fsdp
+    axis when the mesh has one (the data axis then holds whole replicas),
+    else over the data axis. `EXPERT` is the expert axis, or the model axis
+    when there is none. Weights without an expert dimension shard
+    FSDP-style over the expert axis too, so `DATA` then covers it as well.
     """
     expert_only = expert_axis if expert_axis != model_axis else None
+    weights_axis = fsdp_axis if fsdp_axis is not None else data_axis
     return {
         MODEL: (model_axis,),
-        DATA: tuple(a for a in (data_axis, expert_only) if a is not None),
+        DATA: tuple(a for a in (weights_axis, expert_only) if a is not None),
         EXPERT: (expert_axis or model_axis,),
     }
 
@@ -328,6 +331,7 @@ def resolve_layout(
     data_axis,
     owner,
     expert_axis=None,
+    fsdp_axis=None,
     config=None,
     preset=None,
     dtype=None,
@@ -347,6 +351,8 @@ def resolve_layout(
         expert_axis: mesh axis name for the `EXPERT` role, or `None` to
             put experts on the model axis. Weights with no expert dimension
             also shard their `DATA` dimensions over it.
+        fsdp_axis: mesh axis name that shards the `DATA` (FSDP) dimensions
+            of weights instead of the data axis, or `None`.
         config: the config the variables come from, kept in the plan.
         preset: the preset name, if any, kept in the plan.
         dtype: optional dtype name to count bytes in; defaults to each
@@ -368,7 +374,7 @@ def resolve_layout(
     """
     if dtype is not None:
         dtype_itemsize(dtype)  # fail now, naming the dtype, not when printed
-    role_axes = role_axes_for(model_axis, data_axis, expert_axis)
+    role_axes = role_axes_for(model_axis, data_axis, expert_axis, fsdp_axis)
     divisor_bound = max(64, mesh.num_devices)
     hits = {rule.pattern: 0 for rule in rules}
     weights = []
@@ -554,6 +560,7 @@ def resolve_layout(
         weights=tuple(weights),
         preset=preset,
         expert_axis=expert_axis,
+        fsdp_axis=fsdp_axis,
     )
     if strict and plan.fallbacks:
         lines = [

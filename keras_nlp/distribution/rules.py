@@ -33,6 +33,10 @@ class Role(enum.Enum):
 
 MODEL = Role.MODEL
 DATA = Role.DATA
+# What `DATA` does to weights is FSDP: on a mesh with an fsdp axis
+# (`get_layout_map(..., fsdp_dim_name=...)`) its dimensions shard over that
+# axis, and the data axis only splits the batch. Rules may use either name.
+FSDP = Role.DATA
 EXPERT = Role.EXPERT
 
 

@@ -6,6 +6,7 @@ import keras
 
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.mesh import MeshShape
+from keras_nlp.distribution.mesh import check_fsdp_axis
 from keras_nlp.distribution.mesh import check_role_axes
 from keras_nlp.distribution.planning import plan_backbone_layout
 from keras_nlp.models.construction import backbone_constructor
@@ -120,6 +121,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         model_parallel_dim_name="model",
         data_parallel_dim_name="batch",
         expert_parallel_dim_name=None,
+        fsdp_dim_name=None,
         strict=False,
         dtype=None,
         lora_rank=None,
@@ -142,6 +144,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 `None`.
             expert_parallel_dim_name: mesh axis for the `EXPERT` role, as in
                 `get_layout_map`.
+            fsdp_dim_name: mesh axis that shards weights FSDP-style, as in
+                `get_layout_map`.
             strict: bool. Raise instead of falling back to replication.
             dtype: str, optional dtype to count bytes in (e.g.
                 `"bfloat16"`); defaults to each variable's dtype.
@@ -159,6 +163,13 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             model_parallel_dim_name,
             data_parallel_dim_name,
             expert_parallel_dim_name,
+        )
+        check_fsdp_axis(
+            mesh,
+            fsdp_dim_name,
+            model_parallel_dim_name,
+            data_parallel_dim_name,
+            expert_axis,
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "plan_layout"
@@ -180,6 +191,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             model_axis=model_parallel_dim_name,
             data_axis=data_parallel_dim_name,
             expert_axis=expert_axis,
+            fsdp_axis=fsdp_dim_name,
             preset=preset,
             dtype=dtype,
             strict=strict,
@@ -194,6 +206,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         data_parallel_dim_name="batch",
         *,
         expert_parallel_dim_name=None,
+        fsdp_dim_name=None,
         config=None,
         preset=None,
         strict=False,
@@ -215,7 +228,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         axis when the mesh has one (expert parallelism), e.g. a mesh
         `(batch, expert, model)`; weights without experts then shard their
         hidden dimension over the data and expert axes. Without an expert
-        axis, experts go on the model axis.
+        axis, experts go on the model axis. With `fsdp_dim_name`, weights
+        shard over that axis and the model axis only.
 
         Three ways to call it:
         - On the class with only a mesh: the map binds to the config of the
@@ -239,6 +253,12 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 experts of mixture-of-experts weights. Defaults to `None`:
                 the mesh's `"expert"` axis if it has one, else the model
                 axis.
+            fsdp_dim_name: str, a mesh axis that shards weights FSDP-style
+                in place of the data axis, which then holds whole replicas
+                (a `("data", "fsdp", "model")` mesh); split the batch over
+                both with `keras_nlp.distribution.ModelParallel(...,
+                batch_dim_name=("data", "fsdp"))`. Defaults to `None`: the
+                data axis both splits the batch and shards the weights.
             config: dict, a config to resolve for now (class call only).
             preset: str, a built-in preset to resolve for now (class call
                 only).
@@ -296,6 +316,13 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             data_parallel_dim_name,
             expert_parallel_dim_name,
         )
+        check_fsdp_axis(
+            device_mesh,
+            fsdp_dim_name,
+            model_parallel_dim_name,
+            data_parallel_dim_name,
+            expert_axis,
+        )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "get_layout_map"
         )
@@ -308,6 +335,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 model_axis=model_parallel_dim_name,
                 data_axis=data_parallel_dim_name,
                 expert_axis=expert_axis,
+                fsdp_axis=fsdp_dim_name,
                 preset=preset,
                 strict=strict,
             )
@@ -317,6 +345,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             model_axis=model_parallel_dim_name,
             data_axis=data_parallel_dim_name,
             expert_axis=expert_axis,
+            fsdp_axis=fsdp_dim_name,
             strict=strict,
             plan=plan,
         )
