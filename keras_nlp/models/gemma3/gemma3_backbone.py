@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
+from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.vit_encoder import vision_transformer_rules
 from keras_nlp.models.backbone import Backbone
@@ -20,6 +21,10 @@ from keras_nlp.models.gemma3.gemma3_vision_encoder import Gemma3VisionEncoder
 GLOBAL_LAYER_PERIOD = 6
 LOCAL_ROPE_WAVELENGTH = 10_000.0
 GLOBAL_ROPE_WAVELENGTH = 1_000_000.0
+# The embedding head's kernels: the mean-pooled hidden state to the pooling
+# width, then that to the embedding width.
+POOLING_DIMS = ("hidden", "pooling_intermediate")
+EMBEDDING_PROJECTION_DIMS = ("pooling_intermediate", "embedding")
 
 
 def is_local_layer(index, use_sliding_window_attention):
@@ -50,6 +55,73 @@ def vision_encoder_from(value):
         "`vision_encoder` must be None, a Gemma3VisionEncoder or its "
         f"serialized config. Received: {value!r}."
     )
+
+
+def check_embedding_head_arguments(
+    is_embedding_model, pooling_intermediate_dim, embedding_dim
+):
+    """Raises unless the head's widths are given exactly when it is built.
+
+    That a given width is a positive integer, `Backbone` checks.
+    """
+    widths = {
+        "pooling_intermediate_dim": pooling_intermediate_dim,
+        "embedding_dim": embedding_dim,
+    }
+    received = ", ".join(f"{name}={value!r}" for name, value in widths.items())
+    if is_embedding_model and None in widths.values():
+        raise ValueError(
+            "An embedding model (is_embedding_model=True) needs "
+            "`pooling_intermediate_dim` and `embedding_dim`, the widths of "
+            f"its two projections. Received: {received}."
+        )
+    if not is_embedding_model and widths != dict.fromkeys(widths):
+        raise ValueError(
+            "`pooling_intermediate_dim` and `embedding_dim` size the pooling "
+            "head, which only an embedding model has: pass "
+            "is_embedding_model=True, or leave both None. Received: "
+            f"is_embedding_model={is_embedding_model!r}, {received}."
+        )
+
+
+def embedding_head(pooling_intermediate_dim, embedding_dim, dtype=None):
+    """The pooling head of an embedding model, on the final hidden states.
+
+    The mean over real tokens (`mean_pooling`), two bias-free projections
+    (`pooling_dense_1` to `pooling_intermediate_dim`, then
+    `embedding_projection` to `embedding_dim`) and an L2 normalization
+    (`unit_normalization`): the checkpoints' names.
+
+    Returns:
+        A callable `(sequence_output, padding_mask) -> pooled_output` of
+        shape `(batch, embedding_dim)`.
+    """
+    mean = keras.layers.GlobalAveragePooling1D(dtype=dtype, name="mean_pooling")
+    pooling_dense = named_dense(
+        pooling_intermediate_dim,
+        POOLING_DIMS,
+        name="pooling_dense_1",
+        use_bias=False,
+        dtype=dtype,
+    )
+    projection = named_dense(
+        embedding_dim,
+        EMBEDDING_PROJECTION_DIMS,
+        name="embedding_projection",
+        use_bias=False,
+        dtype=dtype,
+    )
+    normalize = keras.layers.UnitNormalization(
+        axis=-1, dtype=dtype, name="unit_normalization"
+    )
+
+    def head(sequence_output, padding_mask):
+        # A row without any real token averages nothing and gives NaN
+        # (keras-hub's gives zeros); a tokenized text always has one.
+        pooled = mean(sequence_output, mask=padding_mask)
+        return normalize(projection(pooling_dense(pooled)))
+
+    return head
 
 
 class InterleaveImageTokens(keras.layers.Layer):
@@ -146,8 +218,10 @@ class Gemma3Backbone(Backbone):
     global block (full causal attention, RoPE wavelength 1M). With a
     `vision_encoder`, each image's soft tokens replace the text embeddings
     at its `vision_indices`, and the tokens of one image attend to each
-    other bidirectionally (`vision_mask`); the text stays causal. The
-    embedding model options of keras-hub's class are rejected.
+    other bidirectionally (`vision_mask`); the text stays causal. An
+    embedding model (`is_embedding_model=True`) adds a pooling head: the
+    mean of the final hidden states over real tokens, two bias-free
+    projections and an L2 normalization.
 
     Args:
         vocabulary_size: int. Number of rows of the (tied) token embedding.
@@ -198,9 +272,18 @@ class Gemma3Backbone(Backbone):
             tokens on both sides (sliding windows are centered). Defaults to
             `False`.
         dropout: float. Dropout rate used in training. Defaults to `0`.
-        is_embedding_model: Must be `False` (not supported).
-        pooling_intermediate_dim: Must be `None` (not supported).
-        embedding_dim: Must be `None` (not supported).
+        is_embedding_model: bool. If `True`, the outputs are a dict:
+            `"sequence_output"` (the hidden states) and `"pooled_output"`
+            `(batch, embedding_dim)`, unit-length embeddings of the mean
+            over real tokens (`padding_mask`). Defaults to `False` (the
+            hidden states alone).
+        pooling_intermediate_dim: int. Width of the head's first projection
+            (`pooling_dense_1`); required by, and only allowed with,
+            `is_embedding_model=True`. Defaults to `None`.
+        embedding_dim: int. Width of the head's second projection
+            (`embedding_projection`), the pooled output's; required by,
+            and only allowed with, `is_embedding_model=True`. Defaults to
+            `None`.
         dtype: string or `keras.DTypePolicy`. Variable and compute dtype.
             Normalizations and attention softmaxes always run in float32.
         **kwargs: Forwarded to `keras.Model` (e.g. `name`).
@@ -211,7 +294,7 @@ class Gemma3Backbone(Backbone):
     import numpy as np
     from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
 
-    model = Gemma3Backbone(
+    config = dict(
         vocabulary_size=64,
         image_size=None,
         num_layers=6,
@@ -223,11 +306,21 @@ class Gemma3Backbone(Backbone):
         use_sliding_window_attention=True,
         sliding_window_size=2,
     )
+    model = Gemma3Backbone(**config)
     inputs = {
         "token_ids": np.array([[5, 9, 2, 7], [0, 0, 3, 4]], dtype="int32"),
         "padding_mask": np.array([[1, 1, 1, 1], [0, 0, 1, 1]], dtype="int32"),
     }
     hidden_states = model(inputs)  # shape (2, 4, 32)
+
+    embedder = Gemma3Backbone(
+        **config,
+        use_bidirectional_attention=True,
+        is_embedding_model=True,
+        pooling_intermediate_dim=64,
+        embedding_dim=16,
+    )
+    embeddings = embedder(inputs)["pooled_output"]  # shape (2, 16), unit rows
     ```
     """
 
@@ -248,6 +341,20 @@ class Gemma3Backbone(Backbone):
                     "vision_output_encoder/vision_input_projection/kernel",
                     PROJECTION_DIMS,
                     {"vision_hidden": DATA, "hidden": MODEL},
+                ),
+            ]
+        if config.get("is_embedding_model"):
+            # Like BERT's pooler: output width on the model axis.
+            rules += [
+                named_rule(
+                    "pooling_dense_1/kernel",
+                    POOLING_DIMS,
+                    {"hidden": DATA, "pooling_intermediate": MODEL},
+                ),
+                named_rule(
+                    "embedding_projection/kernel",
+                    EMBEDDING_PROJECTION_DIMS,
+                    {"pooling_intermediate": DATA, "embedding": MODEL},
                 ),
             ]
         return rules
@@ -283,19 +390,9 @@ class Gemma3Backbone(Backbone):
         **kwargs,
     ):
         vision_encoder = vision_encoder_from(vision_encoder)
-        if (
-            is_embedding_model
-            or pooling_intermediate_dim is not None
-            or embedding_dim is not None
-        ):
-            raise ValueError(
-                "Gemma3Backbone does not support the embedding model (pooling "
-                "head): pass is_embedding_model=False, "
-                "pooling_intermediate_dim=None and embedding_dim=None. "
-                f"Received: is_embedding_model={is_embedding_model!r}, "
-                f"pooling_intermediate_dim={pooling_intermediate_dim!r}, "
-                f"embedding_dim={embedding_dim!r}."
-            )
+        check_embedding_head_arguments(
+            is_embedding_model, pooling_intermediate_dim, embedding_dim
+        )
 
         def attention_options(index):
             local = is_local_layer(index, use_sliding_window_attention)
@@ -332,20 +429,21 @@ class Gemma3Backbone(Backbone):
             attention_options=attention_options,
             use_bidirectional_attention=use_bidirectional_attention,
             dtype=dtype,
-            **kwargs,
-            **(
-                {}
-                if vision_encoder is None
-                else dict(
-                    init_graph=self._vision_graph(
-                        vision_encoder,
-                        image_size,
-                        use_sliding_window_attention,
-                        sliding_window_size,
-                        use_bidirectional_attention,
+            init_graph=self._graph(
+                vision_encoder,
+                image_size,
+                use_sliding_window_attention,
+                sliding_window_size,
+                use_bidirectional_attention,
+                (
+                    embedding_head(
+                        pooling_intermediate_dim, embedding_dim, dtype=dtype
                     )
-                )
+                    if is_embedding_model
+                    else None
+                ),
             ),
+            **kwargs,
         )
         if vision_encoder is not None:
             self.num_vision_tokens_per_image = (
@@ -353,14 +451,21 @@ class Gemma3Backbone(Backbone):
             )
 
     @staticmethod
-    def _vision_graph(
+    def _graph(
         vision_encoder,
         image_size,
         use_sliding_window_attention,
         sliding_window_size,
         use_bidirectional_attention,
+        pooling_head,
     ):
-        """`init_graph` for `build_gemma_stack` with images interleaved."""
+        """`init_graph` for `build_gemma_stack`: images, then pooling.
+
+        Without a vision encoder, the plain decoder graph; with one, its
+        image tokens are interleaved into the text and attend within each
+        image. With a `pooling_head` (see `embedding_head`), the outputs
+        are `{"sequence_output", "pooled_output"}`.
+        """
 
         def init_graph(backbone, embed, blocks, final_norm, **kwargs):
             backbone.vision_encoder = vision_encoder
@@ -368,23 +473,28 @@ class Gemma3Backbone(Backbone):
             inputs = {
                 "token_ids": keras.Input(name="token_ids", **int_input),
                 "padding_mask": keras.Input(name="padding_mask", **int_input),
-                "images": keras.Input(
-                    shape=(None, image_size, image_size, 3), name="images"
-                ),
-                "vision_indices": keras.Input(
-                    name="vision_indices", **int_input
-                ),
-                "vision_mask": keras.Input(name="vision_mask", **int_input),
             }
-            x = InterleaveImageTokens(name="interleave_embeddings")(
-                vision_encoder(inputs["images"]),
-                embed(inputs["token_ids"]),
-                inputs["vision_indices"],
-            )
+            x = embed(inputs["token_ids"])
+            if vision_encoder is not None:
+                inputs["images"] = keras.Input(
+                    shape=(None, image_size, image_size, 3), name="images"
+                )
+                inputs["vision_indices"] = keras.Input(
+                    name="vision_indices", **int_input
+                )
+                inputs["vision_mask"] = keras.Input(
+                    name="vision_mask", **int_input
+                )
+                x = InterleaveImageTokens(name="interleave_embeddings")(
+                    vision_encoder(inputs["images"]),
+                    x,
+                    inputs["vision_indices"],
+                )
             masks = {}
             for index, block in enumerate(blocks):
-                if use_bidirectional_attention:
-                    # Every real token sees every other: no image runs.
+                if vision_encoder is None or use_bidirectional_attention:
+                    # No image runs: every block takes the padding mask
+                    # (and applies its own causal and window masks).
                     x = block(x, padding_mask=inputs["padding_mask"])
                     continue
                 local = is_local_layer(index, use_sliding_window_attention)
@@ -395,9 +505,15 @@ class Gemma3Backbone(Backbone):
                         name="local_mask" if local else "global_mask",
                     )(inputs["padding_mask"], inputs["vision_mask"])
                 x = block(x, attention_mask=masks[window])
-            init_functional(
-                backbone, inputs=inputs, outputs=final_norm(x), **kwargs
-            )
+            outputs = final_norm(x)
+            if pooling_head is not None:
+                outputs = {
+                    "sequence_output": outputs,
+                    "pooled_output": pooling_head(
+                        outputs, inputs["padding_mask"]
+                    ),
+                }
+            init_functional(backbone, inputs=inputs, outputs=outputs, **kwargs)
 
         return init_graph
 

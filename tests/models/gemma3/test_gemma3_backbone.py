@@ -227,23 +227,50 @@ def test_vision_encoder_is_rejected():
     assert "Dense" in message
 
 
-@pytest.mark.parametrize(
-    "options",
-    [
-        {"is_embedding_model": True},
-        {"embedding_dim": 16},
-        {"pooling_intermediate_dim": 64},
-    ],
-    ids=lambda options: next(iter(options)),
+EMBEDDING_HEAD = dict(
+    is_embedding_model=True, pooling_intermediate_dim=24, embedding_dim=16
 )
-def test_embedding_model_options_are_rejected(options):
+
+
+def test_embedding_model_config_round_trips_through_keras_hub():
+    keras_hub = pytest.importorskip("keras_hub")
+    ours = Gemma3Backbone(**TINY, **EMBEDDING_HEAD)
+    config = ours.get_config()
+    for name, value in EMBEDDING_HEAD.items():
+        assert config[name] == value
+    paths = {v.path: tuple(v.shape) for v in ours.weights}
+    assert paths == {
+        **expected_paths(2, qk_norm=True, post_norms=False),
+        "pooling_dense_1/kernel": (32, 24),
+        "embedding_projection/kernel": (24, 16),
+    }
+    theirs = keras_hub.models.Gemma3Backbone.from_config(config)
+    assert {v.path: tuple(v.shape) for v in theirs.weights} == paths
+    back = Gemma3Backbone.from_config(theirs.get_config())
+    assert back.get_config() == config
+    outputs = back(INPUTS)
+    assert sorted(outputs) == ["pooled_output", "sequence_output"]
+    assert tuple(outputs["sequence_output"].shape) == (2, 5, 32)
+    norms = np.linalg.norm(
+        ops.convert_to_numpy(outputs["pooled_output"]), axis=-1
+    )
+    np.testing.assert_allclose(norms, [1.0, 1.0], atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "options, bad",
+    [
+        (dict(EMBEDDING_HEAD, embedding_dim=None), "embedding_dim=None"),
+        ({"embedding_dim": 16}, "embedding_dim=16"),
+    ],
+    ids=["missing_width", "width_without_head"],
+)
+def test_invalid_embedding_head_arguments(options, bad):
     with pytest.raises(ValueError) as error:
         Gemma3Backbone(**TINY, **options)
     message = str(error.value)
-    assert "embedding model" in message
-    ((name, value),) = options.items()
-    assert f"{name}={value!r}" in message
-    assert "is_embedding_model=False" in message
+    assert bad in message
+    assert "is_embedding_model=True" in message
 
 
 def test_invalid_head_ratio():

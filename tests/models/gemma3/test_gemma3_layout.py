@@ -117,3 +117,24 @@ def test_odd_vocabulary_embedding(mesh_shape, spec):
         mesh_dict(mesh_shape), config=TINY["gqa_8_4_odd_vocab"]
     )
     assert plan.weight("token_embedding/embeddings").spec == spec
+
+
+@pytest.mark.parametrize(
+    "mesh_shape, specs",
+    [
+        ((1, 8), [("batch", "model"), ("batch", "model")]),
+        # 24 is not divisible by 16: the first projection falls back.
+        ((1, 16), [("batch", None), ("batch", "model")]),
+    ],
+    ids=str,
+)
+def test_embedding_head_output_widths_on_the_model_axis(mesh_shape, specs):
+    config = dict(
+        TINY["tiny"],
+        is_embedding_model=True,
+        pooling_intermediate_dim=24,
+        embedding_dim=16,
+    )
+    plan = Gemma3Backbone.plan_layout(mesh_dict(mesh_shape), config=config)
+    paths = ["pooling_dense_1/kernel", "embedding_projection/kernel"]
+    assert [plan.weight(path).spec for path in paths] == specs

@@ -8,6 +8,8 @@ from keras import ops
 
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
 from tests.models.backbone_checks import assert_matches_oracle
+from tests.models.backbone_checks import copy_weights_by_path
+from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import random_inputs
 
 VOCAB = 64
@@ -158,3 +160,34 @@ def test_padded_rows_do_not_change_real_tokens():
     # RoPE (also when scaled) only depends on relative positions, and so do
     # the windows, hence real tokens agree.
     np.testing.assert_allclose(padded[:1, 3:], unpadded, atol=1e-5)
+
+
+def test_embedding_model_matches_keras_hub():
+    """Both outputs of the pooling head, on left-padded rows."""
+    config = dict(
+        CONFIGS["gqa_4_2_bidirectional_window"],
+        is_embedding_model=True,
+        pooling_intermediate_dim=40,
+        embedding_dim=24,
+    )
+    oracle = make_oracle(config)
+    ours = Gemma3Backbone(**config)
+    inputs = random_inputs(VOCAB)  # row 0 has 3 left-padded positions
+    copy_weights_by_path(oracle, ours)
+    expected = output_arrays(oracle(inputs))
+    actual = output_arrays(ours(inputs))
+    assert sorted(actual) == ["pooled_output", "sequence_output"]
+    real = inputs["padding_mask"].astype(bool)
+    np.testing.assert_allclose(
+        actual["sequence_output"][real],
+        expected["sequence_output"][real],
+        atol=1e-5,
+        rtol=1e-5,
+    )
+    # The mean skips the padded positions: row 0 pools as if unpadded.
+    unpadded = output_arrays(
+        ours({name: value[:1, 3:] for name, value in inputs.items()})
+    )
+    np.testing.assert_allclose(
+        unpadded["pooled_output"], actual["pooled_output"][:1], atol=1e-5
+    )
