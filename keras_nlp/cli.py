@@ -71,6 +71,16 @@ def _parser():
         ),
     )
     plan.add_argument(
+        "--policy",
+        default="communication",
+        choices=("communication", "memory"),
+        help=(
+            "an axis that does not divide its dimension: replicate the "
+            "weight along it (communication, the default) or move it to "
+            "another dimension it divides (memory)"
+        ),
+    )
+    plan.add_argument(
         "--fsdp-axis",
         default=None,
         help=(
@@ -289,6 +299,7 @@ def _plan(args):
             expert_parallel_dim_name=args.expert_axis,
             fsdp_dim_name=args.fsdp_axis,
             strict=strict,
+            policy=args.policy,
             dtype=args.dtype,
             lora_rank=args.lora_rank,
         )

@@ -74,6 +74,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         fsdp_axis=None,
         strict=False,
         plan=None,
+        policy="communication",
     ):
         super().__init__(device_mesh)
         self.backbone_cls = backbone_cls
@@ -82,6 +83,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         self.data_axis = data_axis
         self.expert_axis = expert_axis
         self.fsdp_axis = fsdp_axis
+        self.policy = policy
         self.strict = strict
         self.plan = None
         self._user_entries = {}
@@ -108,6 +110,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             strict=self.strict,
             preset=self.plan.preset if self.plan else None,
             user_entries=self.user_entries,
+            policy=self.policy,
         )
 
     def __setitem__(self, key, layout):

@@ -176,6 +176,7 @@ class LayoutPlan:
             when experts share the model axis.
         fsdp_axis: the mesh axis that shards weights FSDP-style, or `None`
             when the data axis does.
+        policy: `"communication"` or `"memory"`, see `get_layout_map`.
 
     Example:
 
@@ -200,6 +201,7 @@ class LayoutPlan:
     preset: str = None
     expert_axis: str = None
     fsdp_axis: str = None
+    policy: str = "communication"
 
     def weight(self, path):
         """The `WeightPlan` of the variable at `path`."""
@@ -287,6 +289,7 @@ class LayoutPlan:
             "data_axis": self.data_axis,
             "expert_axis": self.expert_axis,
             "fsdp_axis": self.fsdp_axis,
+            "policy": self.policy,
             "dtypes": self.dtypes,
             "num_devices": self.num_devices,
             "total_params": self.total_params,

@@ -58,6 +58,7 @@ def plan_backbone_layout(
     dtype=None,
     preset=None,
     user_entries=(),
+    policy="communication",
 ):
     """Resolves `backbone_cls._layout_rules(config)` for its real shapes.
 
@@ -75,6 +76,7 @@ def plan_backbone_layout(
         dtype: optional dtype to count bytes in.
         preset: the preset name, kept in the plan.
         user_entries: `UserEntry`s that override the rules.
+        policy: `"communication"` or `"memory"` (see `resolve_layout`).
 
     Returns:
         A `LayoutPlan`.
@@ -94,4 +96,5 @@ def plan_backbone_layout(
         dtype=dtype,
         strict=strict,
         user_entries=user_entries,
+        policy=policy,
     )

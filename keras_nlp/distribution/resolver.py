@@ -138,8 +138,17 @@ def _as_tuple(entry):
     return entry if isinstance(entry, tuple) else (entry,)
 
 
+POLICIES = ("communication", "memory")
+
+
 def _place(
-    alternative, shape, role_axes, axis_sizes, divisor_bound, dim_names=None
+    alternative,
+    shape,
+    role_axes,
+    axis_sizes,
+    divisor_bound,
+    dim_names=None,
+    policy="communication",
 ):
     """Maps one role spec onto mesh axes for `shape`.
 
@@ -148,6 +157,12 @@ def _place(
     covering the expert axis), the earlier dimension takes it. An axis that
     does not divide its dimension is dropped there, and may then shard a
     later dimension whose role names it.
+
+    With `policy="memory"`, an axis that would shard nothing moves to
+    another dimension the rule gives a role to (after that dimension's own
+    axes) wherever it divides: e.g. the model axis from a key/value heads
+    dimension it does not divide to the kernel's hidden dimension. Heads
+    stay whole: a dimension only ever takes axes that divide it.
 
     Returns:
         `(spec, fallbacks, moved)`: the mesh-axis spec, the `Fallback`s of
@@ -180,15 +195,36 @@ def _place(
                 )
             )
         used.update(axes)
-        if not axes:
-            spec.append(None)
-        elif len(axes) == 1:
-            spec.append(axes[0])
-        else:
-            spec.append(tuple(axes))
+        spec.append(axes)
+    if policy == "memory":
+        _move_dropped_axes(alternative, shape, axis_sizes, dropped, used, spec)
+    spec = [
+        None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
+        for axes in spec
+    ]
     fallbacks = tuple(f for f in dropped if f.axis not in used)
     moved = tuple(f for f in dropped if f.axis in used)
     return tuple(spec), fallbacks, moved
+
+
+def _move_dropped_axes(alternative, shape, axis_sizes, dropped, used, spec):
+    """Puts each unused dropped axis on the first role dimension it divides.
+
+    Updates `used` and `spec` (a list of axis lists) in place.
+    """
+    for fallback in dropped:
+        if fallback.axis in used:
+            continue
+        for dim, (entry, dim_size) in enumerate(
+            zip(alternative, shape, strict=True)
+        ):
+            if entry is None or dim == fallback.dim:
+                continue
+            axes = spec[dim] + [fallback.axis]
+            if dim_size % math.prod(axis_sizes[a] for a in axes) == 0:
+                spec[dim] = axes
+                used.add(fallback.axis)
+                break
 
 
 def _shard_shape(shape, spec, axis_sizes):
@@ -204,7 +240,9 @@ _Candidate = collections.namedtuple(
 )
 
 
-def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
+def _resolve_weight(
+    variable, rule, role_axes, mesh, dtype, divisor_bound, policy
+):
     axis_sizes = mesh.axis_sizes
     # The layer's own names when the rule gives none.
     dim_names = rule.dim_names or variable.dim_names
@@ -230,6 +268,7 @@ def _resolve_weight(variable, rule, role_axes, mesh, dtype, divisor_bound):
             axis_sizes,
             divisor_bound,
             dim_names=dim_names,
+            policy=policy,
         )
         tried.append(_Candidate(index, alternative, spec, fallbacks, moved))
         if not fallbacks:
@@ -337,6 +376,7 @@ def resolve_layout(
     dtype=None,
     strict=False,
     user_entries=(),
+    policy="communication",
 ):
     """Resolves layout rules against variables and a mesh into a plan.
 
@@ -360,6 +400,12 @@ def resolve_layout(
         strict: bool. If `True`, any fallback raises `LayoutError`.
         user_entries: `UserEntry`s set on the layout map; each takes
             precedence over the rules for the variables it matches.
+        policy: what to do with an axis that does not divide the dimension
+            its rule puts it on: `"communication"` (the default) replicates
+            the weight along it, which adds no collective; `"memory"` moves
+            it to another dimension the rule gives a role to, where it
+            divides (see `_place`), which saves memory and may add an
+            all-reduce of that weight's activations.
 
     Returns:
         A `LayoutPlan`.
@@ -372,6 +418,11 @@ def resolve_layout(
             rule cannot be applied as written or the expert axis does not
             divide an expert dimension.
     """
+    if policy not in POLICIES:
+        raise ValueError(
+            f"policy must be one of {', '.join(map(repr, POLICIES))}. "
+            f"Received: policy={policy!r}."
+        )
     if dtype is not None:
         dtype_itemsize(dtype)  # fail now, naming the dtype, not when printed
     role_axes = role_axes_for(model_axis, data_axis, expert_axis, fsdp_axis)
@@ -465,7 +516,13 @@ def resolve_layout(
             continue
         weights.append(
             _resolve_weight(
-                variable, rule, role_axes, mesh, weight_dtype, divisor_bound
+                variable,
+                rule,
+                role_axes,
+                mesh,
+                weight_dtype,
+                divisor_bound,
+                policy,
             )
         )
 
@@ -561,6 +618,7 @@ def resolve_layout(
         preset=preset,
         expert_axis=expert_axis,
         fsdp_axis=fsdp_axis,
+        policy=policy,
     )
     if strict and plan.fallbacks:
         lines = [

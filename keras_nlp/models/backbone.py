@@ -123,6 +123,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         expert_parallel_dim_name=None,
         fsdp_dim_name=None,
         strict=False,
+        policy="communication",
         dtype=None,
         lora_rank=None,
         lora_target_names=None,
@@ -147,6 +148,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             fsdp_dim_name: mesh axis that shards weights FSDP-style, as in
                 `get_layout_map`.
             strict: bool. Raise instead of falling back to replication.
+            policy: `"communication"` or `"memory"`, as in
+                `get_layout_map`.
             dtype: str, optional dtype to count bytes in (e.g.
                 `"bfloat16"`); defaults to each variable's dtype.
             lora_rank: int, optional: plan with LoRA adapters of this rank
@@ -195,6 +198,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             preset=preset,
             dtype=dtype,
             strict=strict,
+            policy=policy,
         )
 
     @_class_or_instance_method
@@ -210,6 +214,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         config=None,
         preset=None,
         strict=False,
+        policy="communication",
     ):
         """Returns a `keras.distribution.LayoutMap` that fits the real shapes.
 
@@ -266,6 +271,14 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 `ValueError` naming the weight, the dimension size and the
                 axis sizes that would divide it; so does an expert axis that
                 does not divide the number of experts.
+            policy: what an axis that does not divide its dimension does:
+                `"communication"` (the default) replicates the weight along
+                it, adding no collective; `"memory"` moves it to another
+                dimension the rule names, where it divides (e.g. the model
+                axis from 4 key/value heads to the kernel's hidden
+                dimension on an 8-way axis), which saves memory and may add
+                an all-reduce of that weight's activations. Heads are never
+                split either way.
 
         Returns:
             A `keras_nlp.distribution.BackboneLayoutMap` (a
@@ -338,6 +351,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 fsdp_axis=fsdp_dim_name,
                 preset=preset,
                 strict=strict,
+                policy=policy,
             )
         return BackboneLayoutMap(
             device_mesh,
@@ -348,6 +362,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             fsdp_axis=fsdp_dim_name,
             strict=strict,
             plan=plan,
+            policy=policy,
         )
 
     @property
