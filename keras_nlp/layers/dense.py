@@ -1,12 +1,16 @@
 """A dense projection that names its dimensions, for every backbone.
 
-Keras's `EinsumDense` over the last axis, with the kernel's (and bias's)
-dimension names declared so layout rules are checked against it.
+Keras's `Dense` (over the last axis), with the kernel's (and bias's)
+dimension names declared so layout rules are checked against it. A `Dense`
+rather than an `EinsumDense` over `"...a,ab->...b"`: Keras 3.15 cannot
+quantize an `EinsumDense` whose equation starts with an ellipsis to int8 or
+int4 (it passes the input's rank where it needs its shape), and both create
+the same `kernel` `(input width, width)` and `bias` `(width,)`.
 """
 
 import keras
 
-from keras_nlp.distribution.dims import declare_einsum_dims
+from keras_nlp.distribution.dims import declare_dims
 
 
 def fresh_initializer(initializer):
@@ -30,7 +34,7 @@ def named_dense(
     bias_initializer="zeros",
     dtype=None,
 ):
-    """An `EinsumDense` from the last axis to `width`, dimensions declared.
+    """A `Dense` from the last axis to `width`, dimensions declared.
 
     The kernel is `(input width, width)`, named `dims`; the bias, if any,
     `(width,)`, named `dims[1:]`. Inputs may have any leading dimensions.
@@ -46,7 +50,7 @@ def named_dense(
         dtype: dtype or `keras.DTypePolicy`.
 
     Returns:
-        A `keras.layers.EinsumDense`.
+        A `keras.layers.Dense`.
 
     Example:
 
@@ -59,15 +63,16 @@ def named_dense(
     dense.kernel.shape  # (16, 64)
     ```
     """
-    input_dim, output_dim = dims
-    dense = keras.layers.EinsumDense(
-        "...a,ab->...b",
-        output_shape=(width,),
-        bias_axes="b" if use_bias else None,
+    dense = keras.layers.Dense(
+        width,
+        use_bias=use_bias,
         activation=activation,
         kernel_initializer=fresh_initializer(kernel_initializer),
         bias_initializer=fresh_initializer(bias_initializer),
         dtype=dtype,
         name=name,
     )
-    return declare_einsum_dims(dense, a=input_dim, b=output_dim)
+    declared = {"kernel": tuple(dims)}
+    if use_bias:
+        declared["bias"] = tuple(dims[1:])
+    return declare_dims(dense, **declared)

@@ -49,6 +49,10 @@ class RotaryEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.max_wavelength = max_wavelength
         self.scaling_factor = scaling_factor
+        # No weights. Attention layers call it only eagerly (their symbolic
+        # calls use `compute_output_shape`), so Keras would never mark it
+        # built, and `Model.quantize` refuses a model with an unbuilt layer.
+        self.built = True
 
     def _angles(self, seq_len, features, start_index, positions):
         """Returns float32 angles of shape `(batch or 1, seq, features/2)`."""

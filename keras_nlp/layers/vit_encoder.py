@@ -233,7 +233,10 @@ class PatchEmbedding(keras.layers.Layer):
     def call(self, images):
         x = self.patch_embedding(images)
         x = ops.reshape(x, (ops.shape(x)[0], -1, self.hidden_dim))
-        return x + self.position_embedding.embeddings[None]
+        # Through the layer, not its `embeddings`: a quantized table holds
+        # int8 values that only its call scales back.
+        positions = ops.arange(self.num_patches, dtype="int32")
+        return x + self.position_embedding(positions)[None]
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.num_patches, self.hidden_dim)

@@ -272,6 +272,12 @@ class PaliGemmaBackbone(Backbone):
                 projection(encoder(images)),
                 name=vit_name or "pali_gemma_vit",
             )
+            # Functional models drop `dtype`: the tower reports the policy
+            # its layers run under, like every other sublayer.
+            if dtype is not None:
+                backbone.vit_encoder.dtype_policy = keras.dtype_policies.get(
+                    dtype
+                )
             inputs = {
                 "images": keras.Input(
                     shape=(image_size, image_size, 3), name="images"
