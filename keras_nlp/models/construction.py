@@ -86,6 +86,28 @@ def check_heads_divide(hidden_dim, num_heads, heads_argument="num_heads"):
         )
 
 
+def check_no_router_logits(owner, output_router_logits, loss_argument=None):
+    """Raises unless `output_router_logits` is false.
+
+    keras-hub's mixture-of-experts backbones take the argument; ours output
+    hidden states only, and add the router's load-balancing loss in
+    training (weighted by `loss_argument`, when the model has one).
+    """
+    if not output_router_logits:
+        return
+    loss = (
+        ", and the router's load-balancing loss is added in training with "
+        f"`{loss_argument}`"
+        if loss_argument
+        else ""
+    )
+    raise ValueError(
+        f"{owner} does not output router logits: its output is the hidden "
+        f"states{loss}. Received: output_router_logits="
+        f"{output_router_logits!r}."
+    )
+
+
 def _constructor_arguments(init, instance, args, kwargs):
     """The arguments of a constructor call, defaults applied, as a dict."""
     signature = inspect.signature(init)

@@ -12,6 +12,7 @@ import keras
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.decoder import init_decoder_graph
 
@@ -37,6 +38,17 @@ def check_llama_style_arguments(hidden_dim, num_query_heads, head_dim=None):
             "RoPE rotates pairs of features, so the head size must be even. "
             f"Received: {given}head_dim={size}."
         )
+
+
+def plain_rotary_embedding(max_wavelength, scaling_factor, dtype):
+    """A `rotary_embedding` factory for `build_llama_style`: plain RoPE with
+    linear position scaling, named as the checkpoints name it."""
+    return lambda: RotaryEmbedding(
+        max_wavelength=max_wavelength,
+        scaling_factor=scaling_factor,
+        dtype=dtype,
+        name="rotary_embedding",
+    )
 
 
 def build_llama_style(

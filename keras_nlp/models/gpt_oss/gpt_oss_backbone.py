@@ -7,6 +7,7 @@ from keras_nlp.layers.layout_rules import sparse_moe_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_no_router_logits
 from keras_nlp.models.families.llama import build_llama_style
 from keras_nlp.models.gpt_oss.gpt_oss_presets import GPT_OSS_PRESETS
 from keras_nlp.models.gpt_oss.yarn_rotary_embedding import YarnRotaryEmbedding
@@ -158,11 +159,7 @@ class GptOssBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        if output_router_logits:
-            raise ValueError(
-                "GptOssBackbone does not output router logits: its output "
-                "is the hidden states. Received: output_router_logits=True."
-            )
+        check_no_router_logits("GptOssBackbone", output_router_logits)
 
         def attention_options(index):
             window = None

@@ -3,9 +3,9 @@
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
-from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import plain_rotary_embedding
 from keras_nlp.models.mistral.mistral_presets import MISTRAL_PRESETS
 
 
@@ -98,11 +98,8 @@ class MistralBackbone(Backbone):
             num_query_heads=num_query_heads,
             num_key_value_heads=num_key_value_heads,
             head_dim=head_dim,
-            rotary_embedding=lambda: RotaryEmbedding(
-                max_wavelength=rope_max_wavelength,
-                scaling_factor=rope_scaling_factor,
-                dtype=dtype,
-                name="rotary_embedding",
+            rotary_embedding=plain_rotary_embedding(
+                rope_max_wavelength, rope_scaling_factor, dtype
             ),
             attention_options={"sliding_window_size": sliding_window},
             layer_norm_epsilon=layer_norm_epsilon,

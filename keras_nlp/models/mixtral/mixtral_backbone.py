@@ -5,10 +5,11 @@ import keras
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import sparse_moe_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
-from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_no_router_logits
 from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import plain_rotary_embedding
 from keras_nlp.models.mixtral.mixtral_presets import MIXTRAL_PRESETS
 
 MOE_BLOCK = "mixtral_sparse_moe_block"
@@ -110,13 +111,9 @@ class MixtralBackbone(Backbone):
         output_router_logits=False,
         **kwargs,
     ):
-        if output_router_logits:
-            raise ValueError(
-                "MixtralBackbone does not output router logits: its output "
-                "is the hidden states, and the router's load-balancing loss "
-                "is added in training with `router_aux_loss_coef`. Received: "
-                "output_router_logits=True."
-            )
+        check_no_router_logits(
+            "MixtralBackbone", output_router_logits, "router_aux_loss_coef"
+        )
         build_llama_style(
             self,
             vocabulary_size=vocabulary_size,
@@ -124,11 +121,8 @@ class MixtralBackbone(Backbone):
             hidden_dim=hidden_dim,
             num_query_heads=num_query_heads,
             num_key_value_heads=num_key_value_heads,
-            rotary_embedding=lambda: RotaryEmbedding(
-                max_wavelength=rope_max_wavelength,
-                scaling_factor=rope_scaling_factor,
-                dtype=dtype,
-                name="rotary_embedding",
+            rotary_embedding=plain_rotary_embedding(
+                rope_max_wavelength, rope_scaling_factor, dtype
             ),
             attention_options={"sliding_window_size": sliding_window},
             feedforward=lambda index: SparseMoE(

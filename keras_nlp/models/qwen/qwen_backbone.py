@@ -3,9 +3,9 @@
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
-from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import plain_rotary_embedding
 from keras_nlp.models.qwen.qwen_presets import QWEN_PRESETS
 
 
@@ -104,11 +104,8 @@ class QwenBackbone(Backbone):
             intermediate_dim=intermediate_dim,
             num_query_heads=num_query_heads,
             num_key_value_heads=num_key_value_heads,
-            rotary_embedding=lambda: RotaryEmbedding(
-                max_wavelength=rope_max_wavelength,
-                scaling_factor=rope_scaling_factor,
-                dtype=dtype,
-                name="rotary_embedding",
+            rotary_embedding=plain_rotary_embedding(
+                rope_max_wavelength, rope_scaling_factor, dtype
             ),
             attention_options={
                 "use_bias": True,

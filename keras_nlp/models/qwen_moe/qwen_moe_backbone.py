@@ -4,11 +4,12 @@ import keras
 
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
-from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.shared_expert_moe import SharedExpertSparseMoE
 from keras_nlp.layers.shared_expert_moe import shared_expert_moe_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_no_router_logits
 from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import plain_rotary_embedding
 from keras_nlp.models.families.moe import dense_feedforward
 from keras_nlp.models.families.moe import mixed_feedforward
 from keras_nlp.models.families.moe import mixed_feedforward_rules
@@ -152,13 +153,11 @@ class QwenMoeBackbone(Backbone):
         mlp_only_layers=[],  # noqa: B006
         **kwargs,
     ):
-        if output_router_logits:
-            raise ValueError(
-                "QwenMoeBackbone does not output router logits: its output "
-                "is the hidden states, and the router's load-balancing loss "
-                "is added in training with `router_aux_loss_coefficient`. "
-                "Received: output_router_logits=True."
-            )
+        check_no_router_logits(
+            "QwenMoeBackbone",
+            output_router_logits,
+            "router_aux_loss_coefficient",
+        )
         kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
 
         feedforward = mixed_feedforward(
@@ -186,11 +185,8 @@ class QwenMoeBackbone(Backbone):
             hidden_dim=hidden_dim,
             num_query_heads=num_query_heads,
             num_key_value_heads=num_key_value_heads,
-            rotary_embedding=lambda: RotaryEmbedding(
-                max_wavelength=rope_max_wavelength,
-                scaling_factor=rope_scaling_factor,
-                dtype=dtype,
-                name="rotary_embedding",
+            rotary_embedding=plain_rotary_embedding(
+                rope_max_wavelength, rope_scaling_factor, dtype
             ),
             attention_options={
                 "use_bias": True,
