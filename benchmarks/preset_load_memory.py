@@ -13,6 +13,12 @@ fake CPU devices (where device memory is host memory):
   RSS before loading, against 1.1 x (model + largest tensor). Keras's
   `load_weights` into the sharded backbone, which reads each tensor whole
   before placing it, is the reference.
+- The same backbone saved as a Hugging Face checkpoint
+  (`save_to_preset(..., format="huggingface")`, safetensors) and loaded by
+  `Backbone.from_preset` into a (1, 8) mesh, against the same goal, with
+  keras-hub's `Backbone.from_preset` of that directory (unsharded: it builds
+  its model with random weights, then copies each tensor in) as the
+  reference.
 
 Peaks are the kernel's high-water mark (VmHWM), reset just before the
 measured call, so they cover exactly that call. Every row is measured in
@@ -114,6 +120,8 @@ def save(path, layers, method, sharded):
     start = time.perf_counter()
     if method == "keras_nlp":
         backbone.save_to_preset(path)
+    elif method == "huggingface":
+        backbone.save_to_preset(path, format="huggingface")
     else:
         os.makedirs(path, exist_ok=True)
         backbone.save_weights(os.path.join(path, "model.weights.h5"))
@@ -142,9 +150,19 @@ def load(path, method, sharded):
     before = _status("VmRSS")
     _reset_peak()
     start = time.perf_counter()
+    if method == "keras_hub":
+        import keras_hub
+
+        scope = _nothing()
+        gc.collect()
+        before = _status("VmRSS")
+        _reset_peak()
+        start = time.perf_counter()
     with scope:
-        if method == "keras_nlp":
+        if method in ("keras_nlp", "huggingface"):
             backbone = Backbone.from_preset(path)
+        elif method == "keras_hub":
+            backbone = keras_hub.models.Backbone.from_preset(path)
         else:
             backbone = Backbone.from_preset(path, load_weights=False)
             backbone.load_weights(os.path.join(path, "model.weights.h5"))
@@ -254,6 +272,36 @@ def main():
         ("random weights + Keras `load_weights`, (1, 8)", "keras", True),
     ]:
         measured = _child("load", preset, method, sharded)
+        _row(label, measured, model, largest, load_goal)
+    hf = os.path.join(directory, "huggingface")
+    _child("save", hf, args.layers, "huggingface", True)
+    print()
+    size = os.path.getsize(os.path.join(hf, "model.safetensors"))
+    print(
+        "Loading the same weights as a Hugging Face checkpoint "
+        f"(model.safetensors, {size / GIB:.3f} GiB; same goal)"
+    )
+    print()
+    print(header.format("loader"))
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for label, method, sharded in [
+        (
+            "`Backbone.from_preset` of the HF directory, (1, 8)",
+            "huggingface",
+            True,
+        ),
+        (
+            "`Backbone.from_preset` of the HF directory, unsharded",
+            "huggingface",
+            False,
+        ),
+        (
+            "keras-hub `Backbone.from_preset` of the HF directory",
+            "keras_hub",
+            False,
+        ),
+    ]:
+        measured = _child("load", hf, method, sharded)
         _row(label, measured, model, largest, load_goal)
     if not args.keep:
         shutil.rmtree(directory)

@@ -72,12 +72,24 @@ def _parser():
     )
     plan.add_argument(
         "--policy",
-        default="communication",
-        choices=("communication", "memory"),
+        default="auto",
+        choices=("auto", "memory", "communication"),
         help=(
             "an axis that does not divide its dimension: replicate the "
-            "weight along it (communication, the default) or move it to "
-            "another dimension it divides (memory)"
+            "weight along it or move it to another dimension it divides, "
+            "whichever has the lowest estimated step time (auto, the "
+            "default), the fewest bytes per device (memory) or the fewest "
+            "collective bytes (communication); each choice is printed with "
+            "every candidate's estimated costs"
+        ),
+    )
+    plan.add_argument(
+        "--tokens-per-step",
+        type=int,
+        default=8 * 2048,
+        help=(
+            "tokens of one training step over all devices, for the "
+            "estimated collective bytes (default 16384: 8 x 2048)"
         ),
     )
     plan.add_argument(
@@ -300,6 +312,7 @@ def _plan(args):
             fsdp_dim_name=args.fsdp_axis,
             strict=strict,
             policy=args.policy,
+            tokens_per_step=args.tokens_per_step,
             dtype=args.dtype,
             lora_rank=args.lora_rank,
         )

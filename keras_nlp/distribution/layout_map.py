@@ -3,7 +3,11 @@
 import re
 
 import keras
+from keras.src.utils.jax_utils import is_in_jax_tracing_scope
 
+from keras_nlp.distribution.activations import FREE
+from keras_nlp.distribution.activations import current_batch_size
+from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
 from keras_nlp.distribution.planning import plan_backbone_layout
 from keras_nlp.distribution.resolver import LayoutError
 from keras_nlp.distribution.resolver import UserEntry
@@ -20,6 +24,33 @@ def active_layout_map():
     return None
 
 
+def _unconstrained():
+    """JAX's `PartitionSpec.UNCONSTRAINED` (a dimension left to XLA)."""
+    if keras.backend.backend() != "jax":
+        return None
+    import jax
+
+    return jax.sharding.PartitionSpec.UNCONSTRAINED
+
+
+def _activation_layout(spec, device_mesh, batch_axes):
+    """A layout for an `ActivationPlan` spec.
+
+    `FREE` (the batch) becomes `batch_axes` when they divide the batch of
+    the backbone call being traced, else `PartitionSpec.UNCONSTRAINED`.
+    """
+    batch = _unconstrained()
+    sizes = dict(zip(device_mesh.axis_names, device_mesh.shape, strict=True))
+    batch_size = current_batch_size()
+    shards = 1
+    for axis in batch_axes:
+        shards *= sizes[axis]
+    if batch_axes and batch_size and batch_size % shards == 0:
+        batch = batch_axes[0] if len(batch_axes) == 1 else tuple(batch_axes)
+    axes = tuple(batch if entry == FREE else entry for entry in spec)
+    return _TensorLayout(axes, device_mesh)
+
+
 class _TensorLayout(keras.distribution.TensorLayout):
     """`TensorLayout` that accepts a tuple of axis names on one dimension.
 
@@ -34,6 +65,7 @@ class _TensorLayout(keras.distribution.TensorLayout):
         for entry in self._axes:
             names.update(entry if isinstance(entry, tuple) else (entry,))
         names.discard(None)
+        names.discard(_unconstrained())
         unknown = names - set(self._device_mesh.axis_names)
         if unknown:
             raise ValueError(
@@ -74,7 +106,8 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         fsdp_axis=None,
         strict=False,
         plan=None,
-        policy="communication",
+        policy="auto",
+        tokens_per_step=DEFAULT_TOKENS_PER_STEP,
     ):
         super().__init__(device_mesh)
         self.backbone_cls = backbone_cls
@@ -84,14 +117,26 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         self.expert_axis = expert_axis
         self.fsdp_axis = fsdp_axis
         self.policy = policy
+        self.tokens_per_step = tokens_per_step
         self.strict = strict
         self.plan = None
+        self._activations = {}
         self._user_entries = {}
         # A map resolved eagerly (config=, preset= or an instance) is pinned
         # to those shapes; an unbound one follows whatever is built.
         self.pinned = plan is not None
         if plan is not None:
             self._install(plan)
+
+    @property
+    def batch_axes(self):
+        """The mesh axes the active distribution splits the batch over."""
+        distribution = keras.distribution.distribution()
+        names = getattr(distribution, "batch_dim_names", None)
+        if names is None:
+            name = getattr(distribution, "batch_dim_name", None)
+            names = (name,) if name else ()
+        return tuple(names)
 
     @property
     def user_entries(self):
@@ -111,6 +156,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             preset=self.plan.preset if self.plan else None,
             user_entries=self.user_entries,
             policy=self.policy,
+            tokens_per_step=self.tokens_per_step,
         )
 
     def __setitem__(self, key, layout):
@@ -179,6 +225,9 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             self._layout_map[weight.path] = _TensorLayout(
                 weight.spec, self.device_mesh
             )
+        self._activations = {
+            activation.path: activation.spec for activation in plan.activations
+        }
         self.plan = plan
 
     def bind(self, backbone_cls, config):
@@ -240,6 +289,15 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
                 "distribution's scope; to use it for other variables, pass "
                 "config= or preset= to get_layout_map."
             )
+        if key in self._activations:
+            # Keras asks while tracing (a sharding constraint) and in eager
+            # calls (a copy to the layout): only the first may leave the
+            # batch dimension to XLA.
+            if keras.backend.backend() == "jax" and is_in_jax_tracing_scope():
+                return _activation_layout(
+                    self._activations[key], self.device_mesh, self.batch_axes
+                )
+            return None
         # Exact paths only: a miss means a layer output or a variable that is
         # not part of the backbone (caught by the post-build verification).
         return self._layout_map.get(key)
@@ -332,6 +390,16 @@ def verify_layouts(model, plan, device_mesh):
     for path in planned:
         if path not in seen:
             problems.append(f"{path}: planned but not built")
+    # Activation layouts apply to layer outputs by path: each must name a
+    # layer of the model, or it would silently pin nothing.
+    layer_paths = {layer.path for layer in model._flatten_layers()}
+    for activation in plan.activations:
+        layer_path = activation.path.removesuffix("/output")
+        if layer_path not in layer_paths:
+            problems.append(
+                f"{activation.path}: an activation layout for a layer the "
+                "model does not have"
+            )
     if problems:
         raise LayoutError(
             f"{type(model).__name__} was built, but its variables do not "

@@ -1,5 +1,6 @@
 """Layout plans: every weight's placement, explained, with memory totals."""
 
+import collections
 import dataclasses
 import json
 import math
@@ -111,6 +112,13 @@ class WeightPlan:
             rule put them on and shard a later dimension instead (e.g. the
             model axis on a feed-forward width, when it does not divide the
             number of experts); nothing is replicated along them.
+        dim_names: what each dimension is (e.g. `("hidden", "heads",
+            "head_dim")`), when its layer or rule names them.
+        candidates: when an axis did not divide its dimension, the
+            estimated cost of every placement considered (replicate along
+            it, or each other dimension it could go to), as
+            `keras_nlp.distribution.cost.Estimate`s with `chosen` set on
+            the policy's pick; empty when there was no choice.
     """
 
     path: str
@@ -123,6 +131,8 @@ class WeightPlan:
     rule: str = None
     fallbacks: tuple = ()
     moved: tuple = ()
+    dim_names: tuple = None
+    candidates: tuple = ()
 
     @property
     def params(self):
@@ -153,6 +163,7 @@ class WeightPlan:
             "decision": self.decision,
             "reason": self.reason,
             "rule": self.rule,
+            "candidates": [c.to_dict() for c in self.candidates],
         }
 
 
@@ -176,7 +187,12 @@ class LayoutPlan:
             when experts share the model axis.
         fsdp_axis: the mesh axis that shards weights FSDP-style, or `None`
             when the data axis does.
-        policy: `"communication"` or `"memory"`, see `get_layout_map`.
+        policy: `"auto"`, `"memory"` or `"communication"`: how axes that
+            do not divide a dimension were placed, see `get_layout_map`.
+        tokens_per_step: the tokens per step the candidates' costs were
+            estimated for.
+        activations: a tuple of `ActivationPlan`: the layer outputs whose
+            layouts are pinned (see `keras_nlp.distribution.activations`).
 
     Example:
 
@@ -201,7 +217,9 @@ class LayoutPlan:
     preset: str = None
     expert_axis: str = None
     fsdp_axis: str = None
-    policy: str = "communication"
+    policy: str = "auto"
+    tokens_per_step: int = None
+    activations: tuple = ()
 
     def weight(self, path):
         """The `WeightPlan` of the variable at `path`."""
@@ -290,6 +308,7 @@ class LayoutPlan:
             "expert_axis": self.expert_axis,
             "fsdp_axis": self.fsdp_axis,
             "policy": self.policy,
+            "tokens_per_step": self.tokens_per_step,
             "dtypes": self.dtypes,
             "num_devices": self.num_devices,
             "total_params": self.total_params,
@@ -302,6 +321,14 @@ class LayoutPlan:
             "replicated_bytes_fraction": self.replicated_bytes_fraction,
             "num_fallbacks": len(self.fallbacks),
             "weights": [weight.to_dict() for weight in self.weights],
+            "activations": [
+                {
+                    "path": activation.path,
+                    "spec": spec_to_json(activation.spec),
+                    "reason": activation.reason,
+                }
+                for activation in self.activations
+            ],
         }
 
     def to_json(self, **kwargs):
@@ -325,6 +352,16 @@ class LayoutPlan:
             "of the model is held whole on every device",
             f"fallbacks:             {len(self.fallbacks)} weight(s)",
         ]
+        if self.activations:
+            kinds = collections.Counter(
+                a.reason.split(":")[0] for a in self.activations
+            )
+            lines.append(
+                f"activations pinned:    {len(self.activations)} layer "
+                "outputs ("
+                + ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+                + ")"
+            )
         return "\n".join(lines)
 
     def __str__(self):

@@ -3,17 +3,21 @@
 The one path from a backbone class and a config to a `LayoutPlan`, used
 by `Backbone.plan_layout`, `Backbone.get_layout_map` and the layout map
 when it binds to the backbone being built. Nothing is allocated: the
-variables come from an abstract build (see `abstract_variables`).
+variables come from an abstract build (see `abstract_build`), and so do
+the layer outputs whose layouts the plan pins (see `activations`).
 """
 
+import dataclasses
 import json
 
 import keras
 
+from keras_nlp.distribution.activations import plan_activations
+from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
 from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import normalize_rules
-from keras_nlp.distribution.shapes import abstract_variables
+from keras_nlp.distribution.shapes import abstract_build
 
 _CACHE = {}
 _CACHE_SIZE = 64
@@ -25,6 +29,15 @@ def backbone_variables(backbone_cls, config):
     The build runs with no distribution active, so it binds no layout map
     and allocates nothing. Results are cached per class and config.
     """
+    return _abstract_backbone(backbone_cls, config)[0]
+
+
+def backbone_layers(backbone_cls, config):
+    """The `LayerOutput`s of `backbone_cls(**config)`, built abstractly."""
+    return _abstract_backbone(backbone_cls, config)[1]
+
+
+def _abstract_backbone(backbone_cls, config):
     key = (backbone_cls, json.dumps(config, sort_keys=True, default=repr))
     if key in _CACHE:
         return _CACHE[key]
@@ -34,15 +47,15 @@ def backbone_variables(backbone_cls, config):
     previous = keras.distribution.distribution()
     keras.distribution.set_distribution(None)
     try:
-        variables = abstract_variables(
+        built = abstract_build(
             lambda: backbone_cls.from_config(abstract_config)
         )
     finally:
         keras.distribution.set_distribution(previous)
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = variables
-    return variables
+    _CACHE[key] = built
+    return built
 
 
 def plan_backbone_layout(
@@ -58,7 +71,8 @@ def plan_backbone_layout(
     dtype=None,
     preset=None,
     user_entries=(),
-    policy="communication",
+    policy="auto",
+    tokens_per_step=DEFAULT_TOKENS_PER_STEP,
 ):
     """Resolves `backbone_cls._layout_rules(config)` for its real shapes.
 
@@ -76,13 +90,16 @@ def plan_backbone_layout(
         dtype: optional dtype to count bytes in.
         preset: the preset name, kept in the plan.
         user_entries: `UserEntry`s that override the rules.
-        policy: `"communication"` or `"memory"` (see `resolve_layout`).
+        policy: `"auto"`, `"memory"` or `"communication"` (see
+            `resolve_layout`).
+        tokens_per_step: int, the tokens of one step that the candidates'
+            costs are estimated for (see `resolve_layout`).
 
     Returns:
         A `LayoutPlan`.
     """
     owner = backbone_cls.__name__
-    return resolve_layout(
+    plan = resolve_layout(
         normalize_rules(backbone_cls._layout_rules(config), owner),
         backbone_variables(backbone_cls, config),
         MeshShape.from_mesh(mesh),
@@ -97,4 +114,13 @@ def plan_backbone_layout(
         strict=strict,
         user_entries=user_entries,
         policy=policy,
+        tokens_per_step=tokens_per_step,
     )
+    activations = plan_activations(
+        backbone_layers(backbone_cls, config),
+        plan.weights,
+        hidden_dim=config.get("hidden_dim"),
+        model_axes=(model_axis,),
+        batch_axes=tuple(a for a in (data_axis, fsdp_axis) if a),
+    )
+    return dataclasses.replace(plan, activations=activations)

@@ -3,10 +3,12 @@
 This is the one place that decides where weights go. Rules name roles per
 dimension; here each role becomes a mesh axis, and an axis is kept on a
 dimension only if its size divides the dimension. A rule's alternatives are
-tried in order; if none divides, the axes that do not divide are dropped
-(the dimension is replicated along them). Nothing else moves: an axis is
-never put on a dimension its rule did not name, so heads are never split
-and head_dim is never sharded as a fallback.
+tried in order; if none divides, the axes that do not divide are dropped.
+A dropped axis then has candidates: replicate the weight along it, or put
+it on another dimension the rule gives a role to and that it divides; the
+policy picks one by the estimated costs of `keras_nlp.distribution.cost`.
+An axis is never put on a dimension its rule did not name, so heads are
+never split and head_dim is never sharded as a fallback.
 """
 
 import collections
@@ -14,6 +16,12 @@ import dataclasses
 import math
 import re
 
+from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
+from keras_nlp.distribution.cost import UNSPLIT_DIMS
+from keras_nlp.distribution.cost import CostModel
+from keras_nlp.distribution.cost import check_tokens_per_step
+from keras_nlp.distribution.cost import choose
+from keras_nlp.distribution.cost import estimate
 from keras_nlp.distribution.plan import ALTERNATIVE
 from keras_nlp.distribution.plan import FALLBACK
 from keras_nlp.distribution.plan import REPLICATED
@@ -138,7 +146,16 @@ def _as_tuple(entry):
     return entry if isinstance(entry, tuple) else (entry,)
 
 
-POLICIES = ("communication", "memory")
+POLICIES = ("auto", "memory", "communication")
+
+
+def check_policy(policy):
+    """Raises a `ValueError` unless `policy` is one of `POLICIES`."""
+    if policy not in POLICIES:
+        raise ValueError(
+            f"policy must be one of {', '.join(map(repr, POLICIES))}. "
+            f"Received: policy={policy!r}."
+        )
 
 
 def _place(
@@ -148,7 +165,6 @@ def _place(
     axis_sizes,
     divisor_bound,
     dim_names=None,
-    policy="communication",
 ):
     """Maps one role spec onto mesh axes for `shape`.
 
@@ -156,13 +172,8 @@ def _place(
     (`EXPERT` on the model axis when the mesh has no expert axis, or `DATA`
     covering the expert axis), the earlier dimension takes it. An axis that
     does not divide its dimension is dropped there, and may then shard a
-    later dimension whose role names it.
-
-    With `policy="memory"`, an axis that would shard nothing moves to
-    another dimension the rule gives a role to (after that dimension's own
-    axes) wherever it divides: e.g. the model axis from a key/value heads
-    dimension it does not divide to the kernel's hidden dimension. Heads
-    stay whole: a dimension only ever takes axes that divide it.
+    later dimension whose role names it. Where else an axis that shards
+    nothing could go is `_candidates`' job.
 
     Returns:
         `(spec, fallbacks, moved)`: the mesh-axis spec, the `Fallback`s of
@@ -196,8 +207,6 @@ def _place(
             )
         used.update(axes)
         spec.append(axes)
-    if policy == "memory":
-        _move_dropped_axes(alternative, shape, axis_sizes, dropped, used, spec)
     spec = [
         None if not axes else axes[0] if len(axes) == 1 else tuple(axes)
         for axes in spec
@@ -207,24 +216,63 @@ def _place(
     return tuple(spec), fallbacks, moved
 
 
-def _move_dropped_axes(alternative, shape, axis_sizes, dropped, used, spec):
-    """Puts each unused dropped axis on the first role dimension it divides.
+def _candidates(alternative, shape, axis_sizes, spec, fallbacks, dim_names):
+    """Where the axes that shard nothing could go instead of replicating.
 
-    Updates `used` and `spec` (a list of axis lists) in place.
+    Each axis in `fallbacks` stays off the weight (replicated along it) or
+    joins, after that dimension's own axes, one other dimension that the
+    rule gives a role to, that is not a head_dim, and that it divides
+    together with the axes already there. Heads stay whole: a dimension
+    only ever takes axes that divide it.
+
+    Returns:
+        A list of `(spec, moved, fallbacks, label)`, replication first:
+        `moved` are the `Fallback`s of the axes placed elsewhere,
+        `fallbacks` those still replicated.
     """
-    for fallback in dropped:
-        if fallback.axis in used:
-            continue
-        for dim, (entry, dim_size) in enumerate(
-            zip(alternative, shape, strict=True)
-        ):
-            if entry is None or dim == fallback.dim:
-                continue
-            axes = spec[dim] + [fallback.axis]
-            if dim_size % math.prod(axis_sizes[a] for a in axes) == 0:
-                spec[dim] = axes
-                used.add(fallback.axis)
-                break
+    found = [([list(_as_tuple(e)) for e in spec], (), (), [])]
+    for fallback in fallbacks:
+        grown = []
+        for axes, moved, kept, words in found:
+            grown.append(
+                (
+                    axes,
+                    moved,
+                    kept + (fallback,),
+                    words + [f"replicate along '{fallback.axis}'"],
+                )
+            )
+            for dim, (entry, dim_size) in enumerate(
+                zip(alternative, shape, strict=True)
+            ):
+                name = dim_names[dim] if dim_names else None
+                if entry is None or dim == fallback.dim or name in UNSPLIT_DIMS:
+                    continue
+                placed = axes[dim] + [fallback.axis]
+                if dim_size % math.prod(axis_sizes[a] for a in placed):
+                    continue
+                where = f"dim {dim}" + (f" ({name})" if name else "")
+                grown.append(
+                    (
+                        [placed if d == dim else a for d, a in enumerate(axes)],
+                        moved + (fallback,),
+                        kept,
+                        words + [f"'{fallback.axis}' on {where}"],
+                    )
+                )
+        found = grown
+    return [
+        (
+            tuple(
+                None if not a else a[0] if len(a) == 1 else tuple(a)
+                for a in axes
+            ),
+            moved,
+            kept,
+            ", ".join(words),
+        )
+        for axes, moved, kept, words in found
+    ]
 
 
 def _shard_shape(shape, spec, axis_sizes):
@@ -240,25 +288,16 @@ _Candidate = collections.namedtuple(
 )
 
 
-def _resolve_weight(
-    variable, rule, role_axes, mesh, dtype, divisor_bound, policy
-):
-    axis_sizes = mesh.axis_sizes
-    # The layer's own names when the rule gives none.
-    dim_names = rule.dim_names or variable.dim_names
+def _preferred(variable, rule, role_axes, axis_sizes, divisor_bound):
+    """The rule's placement before any dropped axis moves.
+
+    Returns:
+        `(chosen, tried)`: the `_Candidate` of the first alternative that
+        divides (or, if none does, the one that shards the most) and every
+        `_Candidate` tried.
+    """
     shape = variable.shape
-    if rule.declares_replicated:
-        spec = (None,) * len(shape)
-        return WeightPlan(
-            path=variable.path,
-            shape=shape,
-            dtype=dtype,
-            spec=spec,
-            shard_shape=shape,
-            decision=REPLICATED,
-            reason=f"declared replicated by {rule.owner}",
-            rule=rule.pattern,
-        )
+    dim_names = rule.dim_names or variable.dim_names
     tried = []
     for index, alternative in enumerate(rule.alternatives):
         spec, fallbacks, moved = _place(
@@ -268,7 +307,6 @@ def _resolve_weight(
             axis_sizes,
             divisor_bound,
             dim_names=dim_names,
-            policy=policy,
         )
         tried.append(_Candidate(index, alternative, spec, fallbacks, moved))
         if not fallbacks:
@@ -284,7 +322,70 @@ def _resolve_weight(
                 c.index,
             ),
         )
+    return chosen, tried
+
+
+def _layer_of(path):
+    """The layer a weight belongs to: its path without the last two parts."""
+    return path.rsplit("/", 2)[0] if path.count("/") >= 2 else ""
+
+
+def _resolve_weight(variable, rule, mesh, dtype, preferred, costing):
+    """The `WeightPlan` of a weight its rule matched.
+
+    Args:
+        preferred: `(chosen, tried)` from `_preferred`.
+        costing: dict with the policy, the `CostModel`, the batch and fsdp
+            axes, and the axes that shard the weight's neighbours.
+    """
+    axis_sizes = mesh.axis_sizes
+    # The layer's own names when the rule gives none.
+    dim_names = rule.dim_names or variable.dim_names
+    shape = variable.shape
+    if rule.declares_replicated:
+        spec = (None,) * len(shape)
+        return WeightPlan(
+            path=variable.path,
+            shape=shape,
+            dtype=dtype,
+            spec=spec,
+            shard_shape=shape,
+            decision=REPLICATED,
+            reason=f"declared replicated by {rule.owner}",
+            rule=rule.pattern,
+            dim_names=dim_names,
+        )
+    chosen, tried = preferred
     index, alternative, spec, fallbacks, moved = chosen
+    estimates = ()
+    choice_reason = None
+    if fallbacks:
+        options = _candidates(
+            alternative, shape, axis_sizes, spec, fallbacks, dim_names
+        )
+        if len(options) > 1:
+            estimates = [
+                estimate(
+                    shape,
+                    dtype,
+                    option_spec,
+                    dim_names,
+                    axis_sizes,
+                    costing["batch_axes"],
+                    costing["model"],
+                    sharded_neighbours=costing["neighbours"],
+                    label=label,
+                    fsdp_axes=costing["fsdp_axes"],
+                )
+                for option_spec, _, _, label in options
+            ]
+            picked, choice_reason = choose(estimates, costing["policy"])
+            spec, extra_moved, fallbacks, _ = options[picked]
+            moved = moved + extra_moved
+            estimates = tuple(
+                dataclasses.replace(e, chosen=i == picked)
+                for i, e in enumerate(estimates)
+            )
     shard_shape = _shard_shape(shape, spec, axis_sizes)
     rejected = [
         f"{format_spec(c.alternative)} does not divide ("
@@ -314,6 +415,8 @@ def _resolve_weight(
             f"{_dim_of_axis(spec, f.axis)} instead"
             for f in moved
         )
+    if choice_reason:
+        reason += f"; {choice_reason}"
     return WeightPlan(
         path=variable.path,
         shape=shape,
@@ -325,6 +428,8 @@ def _resolve_weight(
         rule=rule.pattern,
         fallbacks=fallbacks,
         moved=moved,
+        dim_names=dim_names,
+        candidates=estimates,
     )
 
 
@@ -376,7 +481,9 @@ def resolve_layout(
     dtype=None,
     strict=False,
     user_entries=(),
-    policy="communication",
+    policy="auto",
+    tokens_per_step=DEFAULT_TOKENS_PER_STEP,
+    cost_model=None,
 ):
     """Resolves layout rules against variables and a mesh into a plan.
 
@@ -400,12 +507,21 @@ def resolve_layout(
         strict: bool. If `True`, any fallback raises `LayoutError`.
         user_entries: `UserEntry`s set on the layout map; each takes
             precedence over the rules for the variables it matches.
-        policy: what to do with an axis that does not divide the dimension
-            its rule puts it on: `"communication"` (the default) replicates
-            the weight along it, which adds no collective; `"memory"` moves
-            it to another dimension the rule gives a role to, where it
-            divides (see `_place`), which saves memory and may add an
-            all-reduce of that weight's activations.
+        policy: how to place an axis that does not divide the dimension
+            its rule puts it on. The candidates are replicating the weight
+            along it and putting it on each other dimension the rule gives
+            a role to, where it divides (see `_candidates`), scored by
+            `keras_nlp.distribution.cost.estimate`: `"auto"` (the default)
+            takes the lowest estimated step time, `"memory"` the fewest
+            bytes per device (then the fewest collective bytes),
+            `"communication"` the fewest collective bytes (then the fewest
+            bytes per device).
+        tokens_per_step: int, tokens of one training step over all devices,
+            which the collectives' estimates scale with. Defaults to
+            `8 * 2048`.
+        cost_model: an optional `keras_nlp.distribution.cost.CostModel`
+            for the other assumptions (training, optimizer moments,
+            bandwidths); its `tokens_per_step` is replaced by the argument.
 
     Returns:
         A `LayoutPlan`.
@@ -418,17 +534,18 @@ def resolve_layout(
             rule cannot be applied as written or the expert axis does not
             divide an expert dimension.
     """
-    if policy not in POLICIES:
-        raise ValueError(
-            f"policy must be one of {', '.join(map(repr, POLICIES))}. "
-            f"Received: policy={policy!r}."
-        )
+    check_policy(policy)
+    check_tokens_per_step(tokens_per_step)
+    cost_model = dataclasses.replace(
+        cost_model or CostModel(), tokens_per_step=tokens_per_step
+    )
     if dtype is not None:
         dtype_itemsize(dtype)  # fail now, naming the dtype, not when printed
     role_axes = role_axes_for(model_axis, data_axis, expert_axis, fsdp_axis)
     divisor_bound = max(64, mesh.num_devices)
     hits = {rule.pattern: 0 for rule in rules}
     weights = []
+    jobs = []
     adapters = []
     user_hits = {entry.key: 0 for entry in user_entries}
     problems = {
@@ -514,15 +631,39 @@ def resolve_layout(
                 f"it as {variable.dim_names} (shape {variable.shape})"
             )
             continue
+        jobs.append((variable, rule, weight_dtype))
+
+    preferred = {
+        variable.path: _preferred(
+            variable, rule, role_axes, mesh.axis_sizes, divisor_bound
+        )
+        for variable, rule, _ in jobs
+    }
+    # The axes that shard each layer's kernels as their rules prefer.
+    layer_axes = collections.defaultdict(set)
+    for variable, _, _ in jobs:
+        if len(variable.shape) >= 2:
+            spec = preferred[variable.path][0].spec
+            layer_axes[_layer_of(variable.path)].update(
+                axis for entry in spec for axis in _as_tuple(entry)
+            )
+    batch_axes = tuple(a for a in (data_axis, fsdp_axis) if a is not None)
+    for variable, rule, weight_dtype in jobs:
+        costing = {
+            "policy": policy,
+            "model": cost_model,
+            "batch_axes": batch_axes,
+            "fsdp_axes": role_axes[DATA],
+            "neighbours": frozenset(layer_axes[_layer_of(variable.path)]),
+        }
         weights.append(
             _resolve_weight(
                 variable,
                 rule,
-                role_axes,
                 mesh,
                 weight_dtype,
-                divisor_bound,
-                policy,
+                preferred[variable.path],
+                costing,
             )
         )
 
@@ -619,6 +760,7 @@ def resolve_layout(
         expert_axis=expert_axis,
         fsdp_axis=fsdp_axis,
         policy=policy,
+        tokens_per_step=tokens_per_step,
     )
     if strict and plan.fallbacks:
         lines = [

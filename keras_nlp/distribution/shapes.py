@@ -5,6 +5,7 @@ import math
 
 import keras
 
+from keras_nlp.distribution.activations import describe_layers
 from keras_nlp.distribution.dims import declared_dims
 
 
@@ -28,6 +29,11 @@ class VariableInfo:
 
 
 def abstract_variables(build_model):
+    """The `VariableInfo`s of `abstract_build(build_model)`."""
+    return abstract_build(build_model)[0]
+
+
+def abstract_build(build_model):
     """Builds a model abstractly and lists its variables.
 
     On JAX the build runs under `jax.eval_shape`, so every initializer returns
@@ -40,9 +46,12 @@ def abstract_variables(build_model):
             `keras.Model` (or layer).
 
     Returns:
-        A tuple of `VariableInfo` in the model's `weights` order.
+        `(variables, layers)`: a tuple of `VariableInfo` in the model's
+        `weights` order, and the `LayerOutput`s whose activations a plan
+        may lay out (see `keras_nlp.distribution.activations`).
     """
     found = []
+    layers = []
 
     def build_and_record():
         model = build_model()
@@ -57,6 +66,7 @@ def abstract_variables(build_model):
             )
             for variable in model.weights
         )
+        layers.extend(describe_layers(model))
 
     if keras.backend.backend() == "jax":
         import jax
@@ -71,4 +81,4 @@ def abstract_variables(build_model):
             build_and_record()
         # Forget the deferred variables so nothing ever initializes them.
         global_state.set_global_attribute(key, before)
-    return tuple(found)
+    return tuple(found), tuple(layers)

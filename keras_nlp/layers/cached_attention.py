@@ -13,6 +13,7 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
+from keras_nlp.layers.fused_projection import project_together
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
@@ -368,14 +369,6 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             rate=self.dropout, dtype=self.dtype_policy, name="dropout"
         )
 
-    def _keys_and_values(self, inputs, start_index):
-        key = self.key_dense(inputs)
-        if self.use_query_key_norm:
-            key = self.key_norm(key)
-        if self.rotary_embedding is not None:
-            key = self.rotary_embedding(key, start_index=start_index)
-        return key, self.value_dense(inputs)
-
     def _position_mask_and_bias(self, query_length, key_length, start_index):
         """Sliding-window mask `(1, q, k)` and ALiBi bias `(1, N, q, k)`."""
         if self.sliding_window_size is None and not self.use_alibi:
@@ -432,15 +425,21 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             )
         start_index = 0 if cache_update_index is None else cache_update_index
 
-        query = self.query_dense(inputs)
+        if key_value_inputs is None:
+            # Self-attention: one matmul for q, k and v where sharded.
+            query, key, value = project_together(
+                inputs, [self.query_dense, self.key_dense, self.value_dense]
+            )
+        else:
+            query = self.query_dense(inputs)
+            key = self.key_dense(key_value_inputs)
+            value = self.value_dense(key_value_inputs)
         if self.use_query_key_norm:
             query = self.query_norm(query)
+            key = self.key_norm(key)
         if self.rotary_embedding is not None:
             query = self.rotary_embedding(query, start_index=start_index)
-        key, value = self._keys_and_values(
-            inputs if key_value_inputs is None else key_value_inputs,
-            start_index,
-        )
+            key = self.rotary_embedding(key, start_index=start_index)
         if cache is not None:
             start = [0, start_index, 0, 0]
             key = ops.slice_update(cache[:, 0], start, key)

@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.dense import named_dense
+from keras_nlp.layers.fused_projection import project_together
 
 # Feed-forward kernels: inputs (gate, intermediate) and output.
 FEEDFORWARD_INPUT_DIMS = ("hidden", "ffw")
@@ -230,9 +231,13 @@ class DecoderLayer(keras.layers.Layer):
             )
         # Like the reference implementations, the gate's activation runs in
         # float32 even under mixed precision.
-        gate = ops.cast(self.gate_dense(x), "float32")
-        gate = ops.cast(self._activation(gate), self.compute_dtype)
-        return self.output_dense(self.intermediate_dense(x) * gate)
+        gate, intermediate = project_together(
+            x, [self.gate_dense, self.intermediate_dense]
+        )
+        gate = ops.cast(
+            self._activation(ops.cast(gate, "float32")), self.compute_dtype
+        )
+        return self.output_dense(intermediate * gate)
 
     def call(
         self,

@@ -10,6 +10,7 @@ from keras_nlp.layers.decoder_layer import FEEDFORWARD_INPUT_DIMS
 from keras_nlp.layers.decoder_layer import FEEDFORWARD_OUTPUT_DIMS
 from keras_nlp.layers.decoder_layer import get_activation
 from keras_nlp.layers.dense import named_dense
+from keras_nlp.layers.fused_projection import project_together
 
 # `DecoderLayer`'s feed-forward names, so the kernels' paths read the same
 # one level down: `<name>/feedforward_gate_dense/kernel`.
@@ -113,9 +114,14 @@ class GatedFeedForward(keras.layers.Layer):
         self.output_dense.build((*input_shape[:-1], self.intermediate_dim))
 
     def call(self, inputs):
-        gate = ops.cast(self.gate_dense(inputs), "float32")
-        gate = ops.cast(self._activation(gate), self.compute_dtype)
-        return self.output_dense(self.intermediate_dense(inputs) * gate)
+        # One matmul for gate and up where sharded (one all-reduce back).
+        gate, intermediate = project_together(
+            inputs, [self.gate_dense, self.intermediate_dense]
+        )
+        gate = ops.cast(
+            self._activation(ops.cast(gate, "float32")), self.compute_dtype
+        )
+        return self.output_dense(intermediate * gate)
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -4,11 +4,15 @@ import functools
 
 import keras
 
+from keras_nlp.distribution.activations import batch_size_scope
+from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
+from keras_nlp.distribution.cost import check_tokens_per_step
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.mesh import check_fsdp_axis
 from keras_nlp.distribution.mesh import check_role_axes
 from keras_nlp.distribution.planning import plan_backbone_layout
+from keras_nlp.distribution.resolver import check_policy
 from keras_nlp.models.construction import backbone_constructor
 from keras_nlp.models.lora import LoraMixin
 from keras_nlp.models.lora import check_lora_rank
@@ -64,6 +68,14 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         register_backbone(cls)
 
     # === Config ===
+
+    def call(self, inputs, *args, **kwargs):
+        # The layout map pins activations' batch dimension to the batch
+        # axes only where they divide this call's batch.
+        first = keras.tree.flatten(inputs)[0]
+        batch_size = first.shape[0] if len(first.shape) else None
+        with batch_size_scope(batch_size):
+            return super().call(inputs, *args, **kwargs)
 
     def get_config(self):
         """The constructor arguments this backbone was built with."""
@@ -123,7 +135,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         expert_parallel_dim_name=None,
         fsdp_dim_name=None,
         strict=False,
-        policy="communication",
+        policy="auto",
+        tokens_per_step=DEFAULT_TOKENS_PER_STEP,
         dtype=None,
         lora_rank=None,
         lora_target_names=None,
@@ -148,8 +161,9 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             fsdp_dim_name: mesh axis that shards weights FSDP-style, as in
                 `get_layout_map`.
             strict: bool. Raise instead of falling back to replication.
-            policy: `"communication"` or `"memory"`, as in
+            policy: `"auto"`, `"memory"` or `"communication"`, as in
                 `get_layout_map`.
+            tokens_per_step: int, as in `get_layout_map`.
             dtype: str, optional dtype to count bytes in (e.g.
                 `"bfloat16"`); defaults to each variable's dtype.
             lora_rank: int, optional: plan with LoRA adapters of this rank
@@ -161,6 +175,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             A `keras_nlp.distribution.LayoutPlan`.
         """
         mesh = MeshShape.from_mesh(mesh)
+        check_policy(policy)
+        check_tokens_per_step(tokens_per_step)
         expert_axis = check_role_axes(
             mesh,
             model_parallel_dim_name,
@@ -199,6 +215,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             dtype=dtype,
             strict=strict,
             policy=policy,
+            tokens_per_step=tokens_per_step,
         )
 
     @_class_or_instance_method
@@ -214,7 +231,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         config=None,
         preset=None,
         strict=False,
-        policy="communication",
+        policy="auto",
+        tokens_per_step=DEFAULT_TOKENS_PER_STEP,
     ):
         """Returns a `keras.distribution.LayoutMap` that fits the real shapes.
 
@@ -223,8 +241,10 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         Weights are sharded on the model axis (tensor parallelism) and on
         the data axis (FSDP-style). When an axis does not divide a
         dimension, the rule's next alternative is tried; if none divides,
-        that axis is dropped from the dimension (the weight is replicated
-        along it) and the fallback is recorded in the plan. Attention heads
+        that axis is dropped from the dimension and `policy` decides,
+        by estimated cost, whether the weight is replicated along it or
+        the axis shards another dimension the rule names; the choice and
+        every candidate's cost are recorded in the plan. Attention heads
         are never split and head_dim is never sharded as a fallback. So
         Gemma 2B's single key/value head, kernel `(1, 2048, 256)`, is
         replicated on the model axis instead of crashing.
@@ -271,14 +291,20 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 `ValueError` naming the weight, the dimension size and the
                 axis sizes that would divide it; so does an expert axis that
                 does not divide the number of experts.
-            policy: what an axis that does not divide its dimension does:
-                `"communication"` (the default) replicates the weight along
-                it, adding no collective; `"memory"` moves it to another
-                dimension the rule names, where it divides (e.g. the model
-                axis from 4 key/value heads to the kernel's hidden
-                dimension on an 8-way axis), which saves memory and may add
-                an all-reduce of that weight's activations. Heads are never
-                split either way.
+            policy: where an axis that does not divide its dimension
+                goes. The candidates are replicating the weight along it,
+                or putting it on another dimension the rule names where it
+                divides (e.g. the model axis from 1 key/value head to the
+                kernel's hidden dimension), each scored by the cost model
+                of `keras_nlp.distribution.cost` (bytes per device with
+                gradients and Adam state, collective bytes per step).
+                `"auto"` (the default) takes the lowest estimated step
+                time, `"memory"` the fewest bytes per device,
+                `"communication"` the fewest collective bytes. Heads are
+                never split. The plan records every candidate's costs.
+            tokens_per_step: int, the tokens of one training step over all
+                devices, which activation collectives scale with. Defaults
+                to `8 * 2048` (8 sequences of 2048 tokens).
 
         Returns:
             A `keras_nlp.distribution.BackboneLayoutMap` (a
@@ -336,6 +362,8 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             data_parallel_dim_name,
             expert_axis,
         )
+        check_policy(policy)
+        check_tokens_per_step(tokens_per_step)
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "get_layout_map"
         )
@@ -352,6 +380,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 preset=preset,
                 strict=strict,
                 policy=policy,
+                tokens_per_step=tokens_per_step,
             )
         return BackboneLayoutMap(
             device_mesh,
@@ -363,6 +392,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             strict=strict,
             plan=plan,
             policy=policy,
+            tokens_per_step=tokens_per_step,
         )
 
     @property

@@ -10,6 +10,10 @@ import math
 import os
 
 from keras_nlp import multihost
+from keras_nlp.saving.huggingface.checkpoint import is_huggingface_directory
+from keras_nlp.saving.huggingface.export import write_huggingface
+from keras_nlp.saving.huggingface.loading import build_from_huggingface
+from keras_nlp.saving.huggingface.loading import huggingface_config
 from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_config import write_backbone_config
 from keras_nlp.saving.preset_files import PresetDirectory
@@ -51,6 +55,9 @@ class PresetMixin:
     def _preset_config(cls, preset):
         """`(class, config)` of a built-in preset name or a preset directory."""
         if is_preset_directory(preset):
+            if is_huggingface_directory(preset):
+                _, owner, config = huggingface_config(cls, preset)
+                return owner, config
             owner, config = read_backbone_config(preset)
             if not issubclass(owner, cls):
                 raise ValueError(
@@ -218,6 +225,13 @@ class PresetMixin:
         # swaps the preset meanwhile cannot pair one's config with the
         # other's weights.
         with PresetDirectory(preset) as directory:
+            if is_huggingface_directory(directory):
+                if not load_weights:
+                    _, owner, config = huggingface_config(cls, directory)
+                    return owner.from_config(dict(config, **kwargs))
+                return build_from_huggingface(
+                    cls, directory, kwargs, verbose, allow_nonfinite
+                )
             owner, config = cls._preset_config(directory)
             config.update(kwargs)
             if not load_weights:
@@ -226,8 +240,11 @@ class PresetMixin:
                 owner, config, directory, verbose, allow_nonfinite
             )
 
-    def save_to_preset(self, preset_dir, max_shard_size=10):
-        """Saves the backbone as a preset directory in keras-hub's format.
+    def save_to_preset(self, preset_dir, max_shard_size=10, format="keras"):
+        """Saves the backbone as a preset directory.
+
+        In keras-hub's format (`format="keras"`, the default) or as a
+        Hugging Face checkpoint (`format="huggingface"`).
 
         Writes `model.weights.h5` (laid out as Keras's `save_weights` does,
         so keras-hub reads it for the same architecture), `config.json`
@@ -246,17 +263,28 @@ class PresetMixin:
         returns. In a JAX cluster every process calls this and process 0
         writes (the directory must be shared).
 
+        With `format="huggingface"` the directory holds `config.json` (the
+        Hugging Face config of the backbone's `model_type`) and
+        `model.safetensors`, or `model-00001-of-0000N.safetensors`, ...
+        listed in `model.safetensors.index.json` above `max_shard_size`:
+        what `transformers` and keras-hub's Hugging Face loader read, and
+        `from_preset` here. The same atomic save, one tensor at a time.
+
         Args:
             preset_dir: str, the directory; created if missing. Its backbone
-                files (config, metadata, weights) are replaced; other files
-                in it (a tokenizer, a README) are kept.
+                files (config, metadata, weights of either format) are
+                replaced; other files in it (a tokenizer, a README) are
+                kept.
             max_shard_size: float, in GB. Weights larger than this are
                 written as `model.weights.json` plus `model_00000.weights.h5`,
-                `model_00001.weights.h5`, ... of at most this size each.
+                `model_00001.weights.h5`, ... of at most this size each
+                (Hugging Face: the safetensors files above).
+            format: `"keras"` (default) or `"huggingface"`.
 
         Raises:
-            ValueError: a bad `max_shard_size`, or `preset_dir` is a file or
-                a symbolic link.
+            ValueError: a bad `max_shard_size` or `format`, a backbone with
+                no Hugging Face format, or `preset_dir` is a file or a
+                symbolic link.
             OSError: a file could not be written (permissions, disk full);
                 the message names it, and the old preset is intact.
             keras_nlp.saving.PresetBusyError: another save to `preset_dir`
@@ -289,11 +317,25 @@ class PresetMixin:
                 "max_shard_size must be a positive number of GB. Received: "
                 f"max_shard_size={max_shard_size!r}."
             )
+        if format not in ("keras", "huggingface"):
+            raise ValueError(
+                "format must be 'keras' (keras-hub's preset format) or "
+                f"'huggingface' (a Hugging Face checkpoint). Received: "
+                f"format={format!r}."
+            )
+        if format == "huggingface":
+            # Fails before anything is written for a class with no family.
+            from keras_nlp.saving.huggingface.family import family_for_backbone
+
+            family_for_backbone(type(self))
         with staged_preset(
             preset_dir, active=multihost.is_main_process()
         ) as staging:
             # Every process takes part in the gathers; process 0 writes.
-            write_weights(self, staging, max_shard_size=max_shard_size)
-            if staging is not None:
-                write_backbone_config(self, staging)
+            if format == "huggingface":
+                write_huggingface(self, staging, max_shard_size=max_shard_size)
+            else:
+                write_weights(self, staging, max_shard_size=max_shard_size)
+                if staging is not None:
+                    write_backbone_config(self, staging)
         multihost.barrier("keras_nlp.save_to_preset")

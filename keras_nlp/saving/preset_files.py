@@ -51,6 +51,9 @@ METADATA_FILE = "metadata.json"
 WEIGHTS_FILE = "model.weights.h5"
 SHARDED_WEIGHTS_FILE = "model.weights.json"
 SHARD_FILE = re.compile(r"model_\d{5}\.weights\.h5")
+# A Hugging Face checkpoint's weights (`keras_nlp.saving.huggingface`).
+HUGGINGFACE_FILES = ("model.safetensors", "model.safetensors.index.json")
+HUGGINGFACE_SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 # The files `save_to_preset` writes; anything else in a preset is kept.
 BACKBONE_FILES = (
     CONFIG_FILE,
@@ -351,7 +354,12 @@ def write_json(directory, name, value):
 
 def is_backbone_file(name):
     """Whether `save_to_preset` writes (and so replaces) a file so named."""
-    return name in BACKBONE_FILES or bool(SHARD_FILE.fullmatch(name))
+    return (
+        name in BACKBONE_FILES
+        or name in HUGGINGFACE_FILES
+        or bool(SHARD_FILE.fullmatch(name))
+        or bool(HUGGINGFACE_SHARD.fullmatch(name))
+    )
 
 
 def _exchange(first, second):

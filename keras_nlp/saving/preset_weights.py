@@ -105,7 +105,7 @@ def _own_variables(layer):
 # === Writing ===
 
 
-def _dtype_name(value):
+def dtype_name(value):
     return keras.backend.standardize_dtype(value.dtype)
 
 
@@ -124,7 +124,7 @@ def _host_copy(array):
     return value
 
 
-def _host_pieces(value, active=True):
+def host_pieces(value, active=True):
     """Yields `(index, numpy piece)` covering `value` once, piece by piece.
 
     A JAX array whose shards this process holds is yielded shard by shard
@@ -217,11 +217,11 @@ class _ShardedWriter:
         return vars_path
 
     def write(self, vars_path, key, value):
-        """Writes `value` piece by piece; see `_host_pieces`."""
+        """Writes `value` piece by piece; see `host_pieces`."""
         shape = tuple(int(d) for d in value.shape)
-        dtype = _numpy_dtype(value.dtype)
+        dtype = numpy_dtype(value.dtype)
         if not self.active:
-            for _ in _host_pieces(value, active=False):
+            for _ in host_pieces(value, active=False):
                 pass
             return
         size = math.prod(shape) * np.dtype(dtype).itemsize
@@ -234,9 +234,9 @@ class _ShardedWriter:
         try:
             group = self.current.require_group(vars_path)
             dataset = group.create_dataset(key, shape=shape, dtype=dtype)
-            if np.dtype(dtype) == np.dtype(_numpy_dtype("bfloat16")):
+            if np.dtype(dtype) == np.dtype(numpy_dtype("bfloat16")):
                 dataset.attrs["dtype"] = "bfloat16"
-            for index, piece in _host_pieces(value):
+            for index, piece in host_pieces(value):
                 dataset[index] = piece
                 del piece
         except OSError as error:
@@ -293,13 +293,13 @@ def _remove_old_weights(preset_dir):
 def weights_nbytes(model):
     """Bytes the saved weights of `model` take (LoRA adapters excluded)."""
     return sum(
-        int(np.prod(v.shape)) * np.dtype(_numpy_dtype(v.dtype)).itemsize
+        int(np.prod(v.shape)) * np.dtype(numpy_dtype(v.dtype)).itemsize
         for v in model.weights
         if v.name not in _LORA_VARIABLES
     )
 
 
-def _numpy_dtype(dtype):
+def numpy_dtype(dtype):
     dtype = keras.backend.standardize_dtype(dtype)
     if dtype == "bfloat16":
         import ml_dtypes
@@ -620,7 +620,7 @@ class WeightsFile:
             ) from error
         value = np.asarray(value)
         if entry.dtype == "bfloat16":
-            value = value.view(_numpy_dtype("bfloat16"))
+            value = value.view(numpy_dtype("bfloat16"))
         return value
 
     def close(self):
@@ -699,7 +699,7 @@ def _targets(model):
     return targets, keys
 
 
-def _castable(source, target):
+def castable(source, target):
     def is_float(dtype):
         return dtype == "bfloat16" or np.issubdtype(
             np.dtype(dtype), np.floating
@@ -710,7 +710,7 @@ def _castable(source, target):
     return source == target
 
 
-def _listing(problems):
+def listing(problems):
     shown = "\n".join(f"  - {p}" for p in problems[:_MAX_LISTED])
     more = len(problems) - _MAX_LISTED
     return shown + (f"\n  - ... and {more} more" if more > 0 else "")
@@ -795,7 +795,7 @@ def check_weights(model, weights):
                 f"{variable.path}: {entry.describe()} has shape "
                 f"{entry.shape}, expected {tuple(variable.shape)}"
             )
-        elif not _castable(entry.dtype, _dtype_name(variable)):
+        elif not castable(entry.dtype, dtype_name(variable)):
             problems.append(
                 f"{variable.path}: {entry.describe()} has dtype "
                 f"{entry.dtype}, expected {variable.dtype} (or another "
@@ -814,7 +814,7 @@ def check_weights(model, weights):
             f"The weights in {weights.preset_dir} do not match the "
             f"{type(model).__name__} built from its config "
             f"({len(problems)} problem(s); nothing was loaded):\n"
-            f"{_listing(problems)}"
+            f"{listing(problems)}"
         )
     return pairs
 
@@ -830,8 +830,8 @@ class LossyConversionWarning(UserWarning):
 
 
 def _float_info(dtype):
-    dtype = _numpy_dtype(dtype)
-    if np.dtype(dtype) == np.dtype(_numpy_dtype("bfloat16")):
+    dtype = numpy_dtype(dtype)
+    if np.dtype(dtype) == np.dtype(numpy_dtype("bfloat16")):
         import ml_dtypes
 
         return ml_dtypes.finfo(dtype)
@@ -840,7 +840,7 @@ def _float_info(dtype):
     return None
 
 
-def _is_lossy(source, target):
+def is_lossy(source, target):
     """Whether casting `source` values to `target` can change them."""
     if source == target:
         return False
@@ -854,21 +854,21 @@ def _is_lossy(source, target):
     )
 
 
-def _warn_lossy(pairs, preset_dir, stacklevel):
+def warn_lossy(pairs, preset_dir, stacklevel):
     lossy = [
         (variable, entry)
         for variable, entry in pairs
-        if _is_lossy(entry.dtype, _dtype_name(variable))
+        if is_lossy(entry.dtype, dtype_name(variable))
     ]
     if not lossy:
         return
-    targets = sorted({_dtype_name(v) for v, _ in lossy})
+    targets = sorted({dtype_name(v) for v, _ in lossy})
     sources = sorted({e.dtype for _, e in lossy})
     listed = [f"{v.path} ({e.dtype} in the file)" for v, e in lossy]
     warnings.warn(
         f"{len(lossy)} weight(s) of {preset_dir} are rounded to the "
         f"backbone's narrower dtype ({', '.join(targets)}) as they load:\n"
-        f"{_listing(listed)}\nBuild the backbone in the file's dtype "
+        f"{listing(listed)}\nBuild the backbone in the file's dtype "
         f"(from_preset(..., dtype={sources[-1]!r})) to keep every bit.",
         LossyConversionWarning,
         stacklevel=stacklevel + 1,
@@ -877,11 +877,11 @@ def _warn_lossy(pairs, preset_dir, stacklevel):
 
 def _is_float(dtype):
     return np.dtype(dtype) == np.dtype(
-        _numpy_dtype("bfloat16")
+        numpy_dtype("bfloat16")
     ) or np.issubdtype(dtype, np.floating)
 
 
-def _check_finite(value, variable, entry):
+def check_finite(value, variable, entry):
     """Raises PresetError if `value` (read for `variable`) has NaN or Inf.
 
     Two reductions and no temporary array: a NaN makes both the minimum
@@ -894,8 +894,8 @@ def _check_finite(value, variable, entry):
             return
         count = int(value.size - np.count_nonzero(np.isfinite(value)))
     cast = (
-        f" once cast to {_dtype_name(variable)}"
-        if entry.dtype != _dtype_name(variable)
+        f" once cast to {dtype_name(variable)}"
+        if entry.dtype != dtype_name(variable)
         else ""
     )
     raise PresetError(
@@ -908,15 +908,15 @@ def _read_checked(weights, entry, variable, index=(), allow_nonfinite=False):
     """Reads `entry` (or its `index` slices) in `variable`'s dtype, checked."""
     value = weights.read(entry, index)
     with np.errstate(over="ignore"):
-        value = value.astype(_numpy_dtype(variable.dtype), copy=False)
+        value = value.astype(numpy_dtype(variable.dtype), copy=False)
     if not allow_nonfinite:
-        _check_finite(value, variable, entry)
+        check_finite(value, variable, entry)
     return value
 
 
 def _scan_values(weights, entry, variable, block_bytes=64 * 1024**2):
     """Checks that `entry` is finite in `variable`'s dtype, block by block."""
-    if not _is_float(_numpy_dtype(variable.dtype)):
+    if not _is_float(numpy_dtype(variable.dtype)):
         return
     if not entry.shape:
         _read_checked(weights, entry, variable)
@@ -928,19 +928,18 @@ def _scan_values(weights, entry, variable, block_bytes=64 * 1024**2):
         _read_checked(weights, entry, variable, index)
 
 
-def _device_value(weights, entry, variable, allow_nonfinite=False):
-    """A variable's value read from the file, placed as its layout says.
+def device_value(variable, read):
+    """A variable's value read slice by slice, placed as its layout says.
 
-    On JAX each device's slice is read on its own, straight into that
-    device's buffer (the previous slice is kept, so replicated dimensions
-    are read once); on other backends the tensor is read whole. Every
-    slice is cast to the variable's dtype and, unless `allow_nonfinite`,
-    checked for NaN and Inf.
+    Shared by every preset format. On JAX each device's slice is read on
+    its own (`read(index)` with `index` a tuple of slices, one per
+    dimension), straight into that device's buffer; the previous slice is
+    kept, so replicated dimensions are read once. On other backends the
+    tensor is read whole (`read(())`). `read` returns a NumPy array in the
+    variable's dtype, already checked.
     """
     if keras.backend.backend() != "jax":
-        return _read_checked(
-            weights, entry, variable, allow_nonfinite=allow_nonfinite
-        )
+        return read(())
     import jax
     from keras.distribution import TensorLayout
 
@@ -957,9 +956,7 @@ def _device_value(weights, entry, variable, allow_nonfinite=False):
         if last.get("key") != key:
             last.clear()
             last["key"] = key
-            last["value"] = _read_checked(
-                weights, entry, variable, index, allow_nonfinite
-            )
+            last["value"] = read(index)
         return last["value"]
 
     return jax.make_array_from_callback(
@@ -967,7 +964,19 @@ def _device_value(weights, entry, variable, allow_nonfinite=False):
     )
 
 
-def _with_progress(pairs, preset_dir, verbose):
+def _device_value(weights, entry, variable, allow_nonfinite=False):
+    """A variable's value read from an h5 preset (see `device_value`);
+    every slice is cast to the variable's dtype and, unless
+    `allow_nonfinite`, checked for NaN and Inf."""
+    return device_value(
+        variable,
+        lambda index: _read_checked(
+            weights, entry, variable, index, allow_nonfinite
+        ),
+    )
+
+
+def with_progress(pairs, preset_dir, verbose):
     if not verbose:
         return pairs
     from rich.progress import track
@@ -975,7 +984,7 @@ def _with_progress(pairs, preset_dir, verbose):
     return track(pairs, description=f"Loading {preset_dir}")
 
 
-def _forget_deferred(model):
+def forget_deferred(model):
     """Drops `model`'s variables from Keras's list of ones to initialize."""
     from keras.src.backend.common import global_state
 
@@ -1022,8 +1031,8 @@ def build_from_preset_weights(
         try:
             pairs = check_weights(model, weights)
             # Warn at the caller of `from_preset`.
-            _warn_lossy(pairs, weights.preset_dir, stacklevel=3)
-            progress = _with_progress(pairs, weights.preset_dir, verbose)
+            warn_lossy(pairs, weights.preset_dir, stacklevel=3)
+            progress = with_progress(pairs, weights.preset_dir, verbose)
             for variable, entry in progress:
                 variable._initialize(
                     _device_value(weights, entry, variable, allow_nonfinite)
@@ -1035,7 +1044,7 @@ def build_from_preset_weights(
                 if variable._value is None:
                     variable._deferred_initialize()
         finally:
-            _forget_deferred(model)
+            forget_deferred(model)
     layout_map = active_layout_map()
     if model.layout_plan is not None and layout_map is not None:
         verify_layouts(model, model.layout_plan, layout_map.device_mesh)
@@ -1064,11 +1073,11 @@ def load_weights(model, preset_dir, verbose=False, allow_nonfinite=False):
     """
     with WeightsFile(preset_dir) as weights:
         pairs = check_weights(model, weights)
-        _warn_lossy(pairs, weights.preset_dir, stacklevel=2)
+        warn_lossy(pairs, weights.preset_dir, stacklevel=2)
         if not allow_nonfinite:
             for variable, entry in pairs:
                 _scan_values(weights, entry, variable)
-        progress = _with_progress(pairs, weights.preset_dir, verbose)
+        progress = with_progress(pairs, weights.preset_dir, verbose)
         for variable, entry in progress:
             variable.assign(
                 _device_value(weights, entry, variable, allow_nonfinite=True)

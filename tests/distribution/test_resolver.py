@@ -43,30 +43,44 @@ def test_divisible_dims_get_the_rule_spec():
     assert weight.fallbacks == ()
 
 
+KEY_DIMS = ("kv_heads", "hidden", "head_dim")
+
+
 def test_single_kv_head_is_replicated_on_model_axis_not_split():
+    # The default policy ("auto") weighs replication against the model
+    # axis on the hidden dimension (tests/distribution/test_policy.py).
     plan = resolve(
         [("attn/key", (MODEL, DATA, None))],
-        variables(attn__key=(1, 64, 16)),
+        [VariableInfo("attn/key", (1, 64, 16), "float32", True, KEY_DIMS)],
         mesh=(1, 2),
     )
     weight = plan.weight("attn/key")
     assert weight.spec == (None, "batch", None)
     assert weight.shard_shape == (1, 64, 16)
     assert weight.decision == "fallback"
-    assert weight.reason == (
-        "dim 0 (size 1) is not divisible by 'model' (size 2), so it is "
-        "replicated along 'model'; axis sizes that divide 1: 1"
+    assert weight.reason.startswith(
+        "dim 0 (kv_heads, size 1) is not divisible by 'model' (size 2), so "
+        "it is replicated along 'model'; axis sizes that divide 1: 1; "
+        "policy 'auto' chose replicate along 'model'"
     )
 
 
-def test_head_dim_is_never_used_as_a_fallback():
+@pytest.mark.parametrize("policy", ["auto", "memory", "communication"])
+def test_head_dim_is_never_used_as_a_fallback(policy):
     plan = resolve(
         [("attn/key", (MODEL, DATA, None))],
-        variables(attn__key=(3, 64, 16)),
+        [VariableInfo("attn/key", (3, 64, 16), "float32", True, KEY_DIMS)],
         mesh=(1, 4),
+        policy=policy,
     )
-    # 16 divides 4, but head_dim was not named by the rule: it stays whole.
-    assert plan.weight("attn/key").spec == (None, "batch", None)
+    # 16 divides 4, but head_dim was not named by the rule: it stays whole;
+    # the only other place for 'model' is the hidden dimension.
+    weight = plan.weight("attn/key")
+    assert [c.spec for c in weight.candidates] == [
+        (None, "batch", None),
+        (None, ("batch", "model"), None),
+    ]
+    assert weight.spec[2] is None
 
 
 def test_next_alternative_is_used_when_preferred_does_not_divide():

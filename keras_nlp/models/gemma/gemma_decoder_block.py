@@ -6,6 +6,7 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import decoder_attention_mask
+from keras_nlp.layers.fused_projection import project_together
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
@@ -282,8 +283,9 @@ class GemmaDecoderBlock(keras.layers.Layer):
         residual = inputs + x
 
         x = self.pre_ffw_norm(residual)
-        gate = keras.activations.gelu(self.gating_ffw(x), approximate=True)
-        x = self.ffw_linear(gate * self.gating_ffw_2(x))
+        # One matmul for both gates where sharded (one all-reduce back).
+        gate, up = project_together(x, [self.gating_ffw, self.gating_ffw_2])
+        x = self.ffw_linear(keras.activations.gelu(gate, approximate=True) * up)
         if self.post_ffw_norm is not None:
             x = self.post_ffw_norm(x)
         if self.dropout > 0:

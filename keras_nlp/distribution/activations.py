@@ -1,0 +1,256 @@
+"""Layouts of the activations that decide a step's collectives.
+
+Weights' layouts alone leave XLA free to lay activations out as it likes,
+and it sometimes picks a costly way: GPT-2's position table sharded on its
+rows makes the residual stream sequence-sharded (an all-gather before
+every projection), and hidden dimensions of FSDP-sharded weights make it
+shard the residual stream's hidden dimension on the data axis (all-to-alls
+in the norms' backward). Pinning the few activations that matter to the
+Megatron pattern leaves one all-reduce per attention and per MLP:
+
+- the residual stream (the outputs of the backbone's embeddings, blocks and
+  final norm, `(batch, sequence, hidden)`) is replicated on every weight
+  axis: the `hidden` and `sequence` dimensions are whole on each device;
+- a projection whose kernel's output dimensions are on the model axis
+  (q/k/v, gate/up: "column-parallel") keeps those dimensions on it;
+- a projection whose kernel contracts over the model axis (the attention
+  output and the MLP's down projection: "row-parallel") gives a whole
+  output, so the partial sums are all-reduced right there.
+
+The batch dimension goes on the batch axes (data, and fsdp if any) when
+they divide the batch of the call being traced (`Backbone.call` tells the
+map), else it is left to XLA (`PartitionSpec.UNCONSTRAINED`): a layout
+never needs a batch size that the batch axes divide. These layouts are
+Keras `LayoutMap` entries
+for layer outputs (`<layer path>/output`), which Keras applies as sharding
+constraints while tracing. Everything here is decided from the abstract
+build and the weight plan; nothing is allocated.
+"""
+
+import contextlib
+import contextvars
+import dataclasses
+
+# The batch dimension of an activation: on the batch axes when the batch
+# being traced is divisible by them, else left to XLA.
+FREE = "*"
+
+_BATCH_SIZE = contextvars.ContextVar("keras_nlp_batch_size", default=None)
+
+
+@contextlib.contextmanager
+def batch_size_scope(batch_size):
+    """Tells the layout map the batch size of the backbone call in progress.
+
+    `Backbone.call` enters it, so activation layouts put the batch on the
+    batch axes only when they divide it (a batch of one in generation is
+    left to XLA rather than failing).
+    """
+    token = _BATCH_SIZE.set(batch_size)
+    try:
+        yield
+    finally:
+        _BATCH_SIZE.reset(token)
+
+
+def current_batch_size():
+    """The batch size set by the innermost `batch_size_scope`, or `None`."""
+    return _BATCH_SIZE.get()
+
+
+@dataclasses.dataclass(frozen=True)
+class LayerOutput:
+    """What the plan needs to know about one layer's output.
+
+    Attributes:
+        path: the layer's path (`decoder_block_0/attention/query`).
+        shape: the output's symbolic shape, when the backbone's functional
+            graph knows it (its top-level layers), else `None`.
+        kernel: the path of the layer's kernel, for `Dense`/`EinsumDense`.
+        output_letters: for an `EinsumDense`, its output's letters;
+            a `Dense`'s are its input's leading letters then `"o"`.
+        kernel_letters: the kernel's letters (`"dnh"`), or `"io"` for a
+            `Dense`.
+    """
+
+    path: str
+    shape: tuple = None
+    kernel: str = None
+    output_letters: str = None
+    kernel_letters: str = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ActivationPlan:
+    """The layout of one layer output.
+
+    Attributes:
+        path: the key Keras asks for, `<layer path>/output`.
+        spec: per dimension `FREE` (the batch, left to XLA), `None`
+            (whole), or mesh axes.
+        reason: why, in words.
+    """
+
+    path: str
+    spec: tuple
+    reason: str
+
+
+def _without(entry, axes):
+    """A spec entry with `axes` removed."""
+    if entry is None:
+        return None
+    kept = tuple(
+        a
+        for a in (entry if isinstance(entry, tuple) else (entry,))
+        if a not in axes
+    )
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else kept
+
+
+def describe_layers(model):
+    """The `LayerOutput`s of a (possibly abstract) built backbone."""
+    import keras
+
+    found = []
+    top_level = set()
+    for layer in getattr(model, "layers", ()):
+        nodes = getattr(layer, "_inbound_nodes", ())
+        if layer.path is None or len(nodes) != 1:
+            continue
+        outputs = nodes[0].outputs
+        if len(outputs) != 1:
+            continue
+        top_level.add(id(layer))
+        shape = tuple(outputs[0].shape)
+        if "float" not in str(outputs[0].dtype):
+            continue
+        found.append(LayerOutput(path=layer.path, shape=shape))
+    for layer in model._flatten_layers(include_self=False):
+        if id(layer) in top_level or layer.path is None:
+            continue
+        if getattr(layer, "quantization_mode", None) is not None:
+            continue
+        kernel = getattr(layer, "_kernel", None)
+        if kernel is None:
+            continue
+        if isinstance(layer, keras.layers.EinsumDense):
+            _, rest = layer.equation.split(",")
+            kernel_letters, output_letters = rest.split("->")
+        elif isinstance(layer, keras.layers.Dense):
+            # Dense maps the last axis; its output has the input's rank.
+            shapes = list(getattr(layer, "_build_shapes_dict", {}).values())
+            if len(shapes) != 1 or not shapes[0] or len(shapes[0]) < 2:
+                continue
+            kernel_letters = "io"
+            output_letters = "bcefgh"[: len(shapes[0]) - 1] + "o"
+        else:
+            continue
+        found.append(
+            LayerOutput(
+                path=layer.path,
+                kernel=kernel.path,
+                output_letters=output_letters,
+                kernel_letters=kernel_letters,
+            )
+        )
+    return tuple(found)
+
+
+def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
+    """Layouts of the residual stream and of the sharded projections.
+
+    Args:
+        layers: `LayerOutput`s from `describe_layers`.
+        weights: the `WeightPlan`s of the same backbone.
+        hidden_dim: the residual stream's width, or `None` if unknown (then
+            only projections are pinned).
+        model_axes: the mesh axes that split projections tensor-parallel
+            (the model axis); only they make a projection column- or
+            row-parallel. Other weight axes (FSDP, experts) shard weights,
+            never these activations.
+        batch_axes: the mesh axes that split the batch; they never shard an
+            activation's other dimensions.
+
+    Returns:
+        A tuple of `ActivationPlan`.
+    """
+    specs = {weight.path: weight.spec for weight in weights}
+    model_axes = set(a for a in model_axes if a)
+    planned = []
+    for layer in layers:
+        key = f"{layer.path}/output"
+        if layer.kernel is None:
+            shape = layer.shape
+            if hidden_dim and len(shape) == 3 and shape[-1] == hidden_dim:
+                planned.append(
+                    ActivationPlan(
+                        key,
+                        (FREE, None, None),
+                        "residual stream: batch as the inputs, sequence and "
+                        "hidden whole on every device",
+                    )
+                )
+            continue
+        kernel_spec = specs.get(layer.kernel)
+        if kernel_spec is None:
+            continue
+        by_letter = {
+            letter: _without(entry, batch_axes)
+            for letter, entry in zip(
+                layer.kernel_letters, kernel_spec, strict=True
+            )
+        }
+        output = layer.output_letters
+        if "." in output:
+            continue
+        # The output's own dimensions are the kernel's; the leading ones
+        # are the input's batch (and sequence) dimensions.
+        spec = []
+        for index, letter in enumerate(output):
+            if letter in by_letter:
+                entry = by_letter[letter]
+                spec.append(
+                    entry
+                    if entry and set(_names(entry)) <= model_axes
+                    else None
+                )
+            else:
+                spec.append(FREE if index == 0 else None)
+        contracted = [
+            entry
+            for letter, entry in by_letter.items()
+            if letter not in output
+            and entry
+            and set(_names(entry)) & model_axes
+        ]
+        sharded_out = [e for e in spec if e not in (None, FREE)]
+        if sharded_out:
+            planned.append(
+                ActivationPlan(
+                    key,
+                    tuple(spec),
+                    "column-parallel: output dimensions on "
+                    + ", ".join(
+                        f"'{a}'" for e in sharded_out for a in _names(e)
+                    )
+                    + " as the kernel's",
+                )
+            )
+        elif contracted:
+            planned.append(
+                ActivationPlan(
+                    key,
+                    tuple(spec),
+                    "row-parallel: the kernel contracts over "
+                    + ", ".join(f"'{a}'" for e in contracted for a in _names(e))
+                    + ", so the output is all-reduced here, whole",
+                )
+            )
+    return tuple(planned)
+
+
+def _names(entry):
+    return entry if isinstance(entry, tuple) else (entry,)

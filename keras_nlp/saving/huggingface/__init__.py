@@ -1,0 +1,64 @@
+"""Hugging Face checkpoints: `config.json` and safetensors, read into shards.
+
+`Backbone.from_preset(directory)` loads a Hugging Face checkpoint directory
+(recognised by a `config.json` with a `model_type` and no `metadata.json`)
+and `save_to_preset(directory, format="huggingface")` writes one. Each
+`model_type` is a `HuggingFaceFamily`, declared in the model's folder
+(`keras_nlp/models/llama/llama_huggingface.py`): its config translation
+both ways and its tensor table of `Weight` rows, whose conversions
+(`conversions`) serve import and export alike.
+"""
+
+from keras_nlp.saving.huggingface.checkpoint import Checkpoint
+from keras_nlp.saving.huggingface.checkpoint import is_huggingface_directory
+from keras_nlp.saving.huggingface.checkpoint import read_huggingface_config
+from keras_nlp.saving.huggingface.conversions import HEADS_BIAS
+from keras_nlp.saving.huggingface.conversions import HEADS_KERNEL
+from keras_nlp.saving.huggingface.conversions import HEADS_OUTPUT_KERNEL
+from keras_nlp.saving.huggingface.conversions import KERNEL
+from keras_nlp.saving.huggingface.conversions import Add
+from keras_nlp.saving.huggingface.conversions import Merge
+from keras_nlp.saving.huggingface.conversions import Op
+from keras_nlp.saving.huggingface.conversions import Permute
+from keras_nlp.saving.huggingface.conversions import Split
+from keras_nlp.saving.huggingface.conversions import Transpose
+from keras_nlp.saving.huggingface.conversions import Weight
+from keras_nlp.saving.huggingface.conversions import bind
+from keras_nlp.saving.huggingface.export import write_huggingface
+from keras_nlp.saving.huggingface.family import COMMON_IGNORED_FIELDS
+from keras_nlp.saving.huggingface.family import HuggingFaceConfig
+from keras_nlp.saving.huggingface.family import HuggingFaceFamily
+from keras_nlp.saving.huggingface.family import family_for_backbone
+from keras_nlp.saving.huggingface.family import family_for_model_type
+from keras_nlp.saving.huggingface.family import register_family
+from keras_nlp.saving.huggingface.family import registered_families
+from keras_nlp.saving.huggingface.loading import build_from_huggingface
+from keras_nlp.saving.huggingface.loading import huggingface_config
+
+__all__ = [
+    "COMMON_IGNORED_FIELDS",
+    "HEADS_BIAS",
+    "HEADS_KERNEL",
+    "HEADS_OUTPUT_KERNEL",
+    "KERNEL",
+    "Add",
+    "Checkpoint",
+    "HuggingFaceConfig",
+    "HuggingFaceFamily",
+    "Merge",
+    "Op",
+    "Permute",
+    "Split",
+    "Transpose",
+    "Weight",
+    "bind",
+    "build_from_huggingface",
+    "family_for_backbone",
+    "family_for_model_type",
+    "huggingface_config",
+    "is_huggingface_directory",
+    "read_huggingface_config",
+    "register_family",
+    "registered_families",
+    "write_huggingface",
+]

@@ -1,0 +1,437 @@
+"""The conversion vocabulary between our variables and Hugging Face tensors.
+
+A family's tensor table is a list of `Weight`s. Each says which of our
+variables (a path, or a template such as
+`transformer_layer_{i}/self_attention/query/kernel`) is which Hugging Face
+tensor (`model.layers.{i}.self_attn.q_proj.weight`) and how one becomes the
+other: a short chain of `ops`, written in the export direction (our tensor
+-> theirs), that the importer runs backwards.
+
+Every op does three things:
+
+- `shape(ours)`: the shape it makes of a tensor of shape `ours`;
+- `forward(value)`: the whole tensor converted (export);
+- `source(box, shape)`: for a box (one `(start, stop)` per dimension) of
+  its input, the box of its output holding those values, and a function
+  that cuts that output piece back into the input box (import: a device
+  reads only the bytes of its shard, converted on the fly).
+
+So one table serves both directions, and a shard of ours is read from the
+smallest box of the file that holds it (bounded, then cut in memory).
+"""
+
+import dataclasses
+import math
+import re
+import string
+
+import numpy as np
+
+
+def _ravel(index, shape):
+    flat = 0
+    for i, size in zip(index, shape, strict=True):
+        flat = flat * size + i
+    return flat
+
+
+def _grid_flat(box, shape):
+    """Flat (row-major over `shape`) indices of every point of `box`."""
+    ranges = [np.arange(start, stop) for start, stop in box]
+    return np.ravel_multi_index(np.ix_(*ranges), shape)
+
+
+class Op:
+    """One step of a conversion, in the export direction (ours -> theirs)."""
+
+    def shape(self, shape):
+        raise NotImplementedError
+
+    def forward(self, value):
+        raise NotImplementedError
+
+    def source(self, box, shape):
+        """`(output box, cut)`: `cut(piece)` turns the output's values in
+        that box into the input's values in `box`."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class Transpose(Op):
+    """Permutes dimensions like `numpy.transpose(value, axes)`; no `axes`
+    reverses them (a `Dense` kernel `(in, out)` is PyTorch's `(out, in)`)."""
+
+    axes: tuple = None
+
+    def _axes(self, rank):
+        return tuple(reversed(range(rank))) if self.axes is None else self.axes
+
+    def shape(self, shape):
+        return tuple(shape[a] for a in self._axes(len(shape)))
+
+    def forward(self, value):
+        return np.transpose(value, self._axes(value.ndim))
+
+    def source(self, box, shape):
+        axes = self._axes(len(shape))
+        inverse = tuple(np.argsort(axes))
+        return tuple(box[a] for a in axes), lambda p: np.transpose(p, inverse)
+
+
+@dataclasses.dataclass(frozen=True)
+class Merge(Op):
+    """Flattens `count` dimensions from `axis` into one, row-major
+    (our `(hidden, heads, head_dim)` kernel is their `(hidden, heads *
+    head_dim)`)."""
+
+    axis: int
+    count: int = 2
+
+    def _span(self, shape):
+        return shape[self.axis : self.axis + self.count]
+
+    def shape(self, shape):
+        a, n = self.axis, self.count
+        return shape[:a] + (math.prod(shape[a : a + n]),) + shape[a + n :]
+
+    def forward(self, value):
+        return np.reshape(value, self.shape(value.shape))
+
+    def source(self, box, shape):
+        a, n = self.axis, self.count
+        span, part = self._span(shape), box[a : a + n]
+        first = _ravel([start for start, _ in part], span)
+        last = _ravel([stop - 1 for _, stop in part], span)
+        out = box[:a] + ((first, last + 1),) + box[a + n :]
+
+        def cut(piece):
+            flat = _grid_flat(part, span) - first
+            if (
+                flat.size
+                and flat.ravel()[-1] + 1 == piece.shape[a]
+                and (flat.size == piece.shape[a])
+            ):
+                # The box is the whole run: a reshape, no copy.
+                return np.reshape(
+                    piece, piece.shape[:a] + flat.shape + piece.shape[a + 1 :]
+                )
+            return np.take(piece, flat, axis=a)
+
+        return out, cut
+
+
+@dataclasses.dataclass(frozen=True)
+class Split(Op):
+    """Splits dimension `axis` into `sizes` (the inverse of `Merge`); one
+    size may be -1."""
+
+    axis: int
+    sizes: tuple
+
+    def _sizes(self, shape):
+        sizes = list(self.sizes)
+        if -1 in sizes:
+            known = math.prod(s for s in sizes if s != -1)
+            sizes[sizes.index(-1)] = shape[self.axis] // known
+        return tuple(sizes)
+
+    def shape(self, shape):
+        a = self.axis
+        return shape[:a] + self._sizes(shape) + shape[a + 1 :]
+
+    def forward(self, value):
+        return np.reshape(value, self.shape(value.shape))
+
+    def source(self, box, shape):
+        a = self.axis
+        sizes = self._sizes(shape)
+        start, stop = box[a]
+        # Each output index of the split dims is one input index; the
+        # bounding box over the split dims holds the run [start, stop).
+        out_box = []
+        lo = np.unravel_index(start, sizes)
+        hi = np.unravel_index(stop - 1, sizes)
+        leading = True
+        for k, size in enumerate(sizes):
+            if leading and lo[k] == hi[k]:
+                out_box.append((int(lo[k]), int(lo[k]) + 1))
+                continue
+            if leading:
+                out_box.append((int(lo[k]), int(hi[k]) + 1))
+                leading = False
+            else:
+                out_box.append((0, size))
+        n = len(sizes)
+        out = box[:a] + tuple(out_box) + box[a + 1 :]
+
+        def cut(piece):
+            moved = np.moveaxis(piece, range(a, a + n), range(n))
+            flat = moved.reshape((-1,) + moved.shape[n:])
+            grid = _grid_flat(out_box, sizes).ravel()
+            keep = np.searchsorted(grid, np.arange(start, stop))
+            return np.moveaxis(flat[keep], 0, a)
+
+        return out, cut
+
+
+@dataclasses.dataclass(frozen=True)
+class Add(Op):
+    """Adds a constant: their value is ours + `value` (e.g. a norm scale
+    stored as an offset from one)."""
+
+    value: float
+
+    def shape(self, shape):
+        return shape
+
+    def forward(self, value):
+        return value + np.asarray(self.value, value.dtype)
+
+    def source(self, box, shape):
+        return box, lambda p: p - np.asarray(self.value, p.dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class Permute(Op):
+    """Reorders dimension `axis` by `order(size)` (their index k holds our
+    index `order[k]`), e.g. a RoPE layout that interleaves pairs."""
+
+    axis: int
+    order: object
+
+    def _order(self, size):
+        order = np.asarray(
+            self.order(size) if callable(self.order) else self.order
+        )
+        return order
+
+    def shape(self, shape):
+        return shape
+
+    def forward(self, value):
+        return np.take(value, self._order(value.shape[self.axis]), self.axis)
+
+    def source(self, box, shape):
+        a = self.axis
+        order = self._order(shape[a])
+        start, stop = box[a]
+        position = np.argsort(order)[start:stop]
+        first, last = int(position.min()), int(position.max())
+        out = box[:a] + ((first, last + 1),) + box[a + 1 :]
+        return out, lambda p: np.take(p, position - first, axis=a)
+
+
+# === Shorthands for the usual layouts ===
+
+KERNEL = (Transpose(),)
+"""A `Dense` kernel: ours `(in, out)`, theirs `(out, in)`."""
+
+HEADS_KERNEL = (Merge(1), Transpose())
+"""A query/key/value kernel: ours `(hidden, heads, head_dim)`, theirs
+`(heads * head_dim, hidden)`."""
+
+HEADS_BIAS = (Merge(0),)
+"""A query/key/value bias: ours `(heads, head_dim)`, theirs
+`(heads * head_dim,)`."""
+
+HEADS_OUTPUT_KERNEL = (Merge(0), Transpose())
+"""An attention output kernel: ours `(heads, head_dim, hidden)`, theirs
+`(hidden, heads * head_dim)`."""
+
+
+# === Table entries ===
+
+_FIELD = re.compile(r"\{(\w+)\}")
+
+
+def _fields(template):
+    return [f for _, f, _, _ in string.Formatter().parse(template) if f]
+
+
+@dataclasses.dataclass(frozen=True)
+class Weight:
+    """One row of a family's tensor table.
+
+    Args:
+        ours: our variable path, with `{name}` fields matching digits
+            (`transformer_layer_{i}/feedforward_gate_dense/kernel`).
+        theirs: the Hugging Face tensor name, with the same fields
+            (`model.layers.{i}.mlp.gate_proj.weight`). A field that `ours`
+            does not have is a stacking index: our tensor stacks the
+            tensors `theirs` names for 0, 1, ... along `stack_axis` (a
+            mixture of experts stored one expert per tensor).
+        ops: the conversion, ours -> theirs (see `Op`); `()` when equal.
+        part: `(axis, start)` when the tensor is one part of a fused
+            tensor (q/k/v in one matrix): the converted value lies at
+            `start` along `axis` of `theirs`. Every part of a fused tensor
+            names it, and the parts must tile it.
+        stack_axis: the axis of ours that stacks the tensors (see
+            `theirs`).
+    """
+
+    ours: str
+    theirs: str
+    ops: tuple = ()
+    part: tuple = None
+    stack_axis: int = 0
+
+    def __post_init__(self):
+        ours, theirs = set(_fields(self.ours)), _fields(self.theirs)
+        stacks = [f for f in theirs if f not in ours]
+        if len(stacks) > 1:
+            raise ValueError(
+                f"Weight {self.ours!r} -> {self.theirs!r}: at most one field "
+                f"of the Hugging Face name may be a stacking index; "
+                f"{stacks} are not in the variable path."
+            )
+        missing = ours - set(theirs)
+        if missing:
+            raise ValueError(
+                f"Weight {self.ours!r} -> {self.theirs!r}: field(s) "
+                f"{sorted(missing)} of the variable path are not in the "
+                "Hugging Face name."
+            )
+
+    @property
+    def stack_field(self):
+        ours = set(_fields(self.ours))
+        stacks = [f for f in _fields(self.theirs) if f not in ours]
+        return stacks[0] if stacks else None
+
+    def pattern(self):
+        """A regex matching our variable paths, with one group per field."""
+        out, position = [], 0
+        for match in _FIELD.finditer(self.ours):
+            out.append(re.escape(self.ours[position : match.start()]))
+            out.append(rf"(?P<{match.group(1)}>\d+)")
+            position = match.end()
+        out.append(re.escape(self.ours[position:]))
+        return re.compile("".join(out))
+
+
+@dataclasses.dataclass(frozen=True)
+class Binding:
+    """A `Weight` applied to one variable: the Hugging Face tensor(s) it is.
+
+    Attributes:
+        path: our variable path.
+        shape: our variable's shape.
+        names: the Hugging Face tensor names: one, or one per stacked index.
+        weight: the table row.
+    """
+
+    path: str
+    shape: tuple
+    names: tuple
+    weight: Weight
+
+    @property
+    def stacked(self):
+        return self.weight.stack_field is not None
+
+    def _piece_shape(self):
+        if not self.stacked:
+            return self.shape
+        axis = self.weight.stack_axis
+        return self.shape[:axis] + self.shape[axis + 1 :]
+
+    def converted_shape(self):
+        """The shape of one converted piece (before placing it in a part)."""
+        shape = self._piece_shape()
+        for op in self.weight.ops:
+            shape = tuple(op.shape(shape))
+        return shape
+
+    def region(self):
+        """`(axis, start, stop)` of the fused tensor it fills, or None."""
+        if self.weight.part is None:
+            return None
+        axis, start = self.weight.part
+        return axis, start, start + self.converted_shape()[axis]
+
+    def plan(self, box):
+        """How to read our `box`: `(stack indices, their box, cut)`.
+
+        `stack indices` are the stacked tensors to read (`[None]` when not
+        stacked), `their box` the box of each to read, and `cut(piece)`
+        turns each piece read into ours (without the stacking axis).
+        """
+        indices = [None]
+        if self.stacked:
+            axis = self.weight.stack_axis
+            start, stop = box[axis]
+            indices = list(range(start, stop))
+            box = box[:axis] + box[axis + 1 :]
+        shape = self._piece_shape()
+        cuts = []
+        for op in self.weight.ops:
+            out_box, cut = op.source(tuple(box), tuple(shape))
+            cuts.append(cut)
+            shape, box = tuple(op.shape(shape)), out_box
+        if self.weight.part is not None:
+            axis, offset = self.weight.part
+            box = list(box)
+            start, stop = box[axis]
+            box[axis] = (start + offset, stop + offset)
+            box = tuple(box)
+
+        def cut(piece):
+            for step in reversed(cuts):
+                piece = step(piece)
+            return piece
+
+        return indices, box, cut
+
+    def convert(self, piece):
+        """One piece of ours (a stacked slice, or the whole value when not
+        stacked) converted to theirs."""
+        for op in self.weight.ops:
+            piece = op.forward(piece)
+        return np.ascontiguousarray(piece)
+
+    def to_theirs(self, value):
+        """Our whole value -> `[(name, converted value)]` (export)."""
+        if not self.stacked:
+            return [(self.names[0], self.convert(value))]
+        axis = self.weight.stack_axis
+        return [
+            (name, self.convert(np.take(value, j, axis=axis)))
+            for j, name in enumerate(self.names)
+        ]
+
+
+def bind(weights, variables):
+    """Matches a table against variables.
+
+    Args:
+        weights: the family's `Weight`s.
+        variables: `(path, shape)` pairs.
+
+    Returns:
+        `(bindings, unmatched paths)`: one `Binding` per variable a row
+        matches (the first row that matches wins), and the paths no row
+        matches.
+    """
+    patterns = [(w, w.pattern()) for w in weights]
+    bindings, unmatched = [], []
+    for path, shape in variables:
+        shape = tuple(int(d) for d in shape)
+        for weight, pattern in patterns:
+            match = pattern.fullmatch(path)
+            if match is None:
+                continue
+            fields = match.groupdict()
+            stack = weight.stack_field
+            if stack is None:
+                names = (weight.theirs.format(**fields),)
+            else:
+                count = shape[weight.stack_axis]
+                names = tuple(
+                    weight.theirs.format(**fields, **{stack: j})
+                    for j in range(count)
+                )
+            bindings.append(Binding(path, shape, names, weight))
+            break
+        else:
+            unmatched.append(path)
+    return bindings, unmatched

@@ -1,0 +1,246 @@
+"""Writing a backbone as a Hugging Face checkpoint, one tensor at a time.
+
+The safetensors layout is written here directly (an 8-byte header size, a
+JSON header of names, dtypes, shapes and byte offsets, then the bytes), so
+the header is known before any value is gathered and each tensor is
+written as soon as it is assembled: besides the model, the host holds one
+converted tensor (and the variables it is made of).
+"""
+
+import json
+import math
+import os
+import struct
+
+import numpy as np
+
+from keras_nlp.saving.huggingface.checkpoint import CODES
+from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_FILE
+from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_INDEX
+from keras_nlp.saving.huggingface.conversions import bind
+from keras_nlp.saving.huggingface.family import family_for_backbone
+from keras_nlp.saving.preset_files import CONFIG_FILE
+from keras_nlp.saving.preset_files import write_json
+from keras_nlp.saving.preset_weights import dtype_name
+from keras_nlp.saving.preset_weights import host_pieces
+from keras_nlp.saving.preset_weights import numpy_dtype
+
+_LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
+
+
+class _Tensor:
+    """One tensor of the checkpoint: the bindings that fill it."""
+
+    def __init__(self, name):
+        self.name = name
+        self.parts = []  # (binding, stack index or None, variable)
+        self.shape = None
+        self.dtype = None
+
+    @property
+    def nbytes(self):
+        return (
+            math.prod(self.shape) * np.dtype(numpy_dtype(self.dtype)).itemsize
+        )
+
+
+def _plan_tensors(backbone, family):
+    config = backbone.get_config()
+    variables = [v for v in backbone.weights if v.name not in _LORA_VARIABLES]
+    bindings, unmatched = bind(
+        family.table(config), [(v.path, v.shape) for v in variables]
+    )
+    if unmatched:
+        raise ValueError(
+            f"The {family.model_types[0]!r} tensor table has no row for "
+            f"{unmatched}; the backbone cannot be written in Hugging Face "
+            "format."
+        )
+    by_path = {v.path: v for v in variables}
+    tensors = {}
+    for binding in bindings:
+        variable = by_path[binding.path]
+        shape = binding.converted_shape()
+        region = binding.region()
+        for j, name in enumerate(binding.names):
+            tensor = tensors.setdefault(name, _Tensor(name))
+            tensor.parts.append(
+                (binding, j if binding.stacked else None, variable)
+            )
+            tensor.dtype = dtype_name(variable)
+            if region is None:
+                tensor.shape = shape
+            else:
+                axis, _, stop = region
+                full = list(shape)
+                full[axis] = max(
+                    stop, tensor.shape[axis] if tensor.shape else 0
+                )
+                tensor.shape = tuple(full)
+    return list(tensors.values())
+
+
+def _whole(variable, active):
+    """A variable's whole value on the host (None on inactive processes)."""
+    value = None
+    for index, piece in host_pieces(variable, active=active):
+        if not index:
+            value = np.asarray(piece)
+            continue
+        if value is None:
+            value = np.empty(tuple(variable.shape), piece.dtype)
+        value[index] = piece
+    return value
+
+
+def _assemble(tensor, active, cache):
+    """The converted value of `tensor` (None on inactive processes)."""
+    if len(tensor.parts) == 1 and tensor.parts[0][1] is None:
+        binding, _, variable = tensor.parts[0]
+        value = _whole(variable, active)
+        return None if value is None else binding.convert(value)
+    out = None
+    for binding, stack_index, variable in tensor.parts:
+        # A stacked variable gives many tensors: keep its value for the
+        # next ones (they follow in order).
+        key = variable.path
+        if cache.get("key") != key:
+            cache.clear()
+            cache["key"] = key
+            cache["value"] = _whole(variable, active)
+        value = cache["value"]
+        if value is None:
+            continue
+        if stack_index is not None:
+            axis = binding.weight.stack_axis
+            piece = binding.convert(np.take(value, stack_index, axis=axis))
+        else:
+            piece = binding.convert(value)
+        region = binding.region()
+        if region is None:
+            return piece
+        if out is None:
+            out = np.zeros(tensor.shape, numpy_dtype(tensor.dtype))
+        axis, start, stop = region
+        where = [slice(None)] * len(tensor.shape)
+        where[axis] = slice(start, stop)
+        out[tuple(where)] = piece
+    return out
+
+
+def _header(tensors):
+    header = {"__metadata__": {"format": "pt"}}
+    offset = 0
+    for tensor in tensors:
+        header[tensor.name] = {
+            "dtype": CODES[tensor.dtype],
+            "shape": list(tensor.shape),
+            "data_offsets": [offset, offset + tensor.nbytes],
+        }
+        offset += tensor.nbytes
+    data = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    return data + b" " * (-len(data) % 8)
+
+
+def _group(tensors, max_bytes):
+    files, current, size = [], [], 0
+    for tensor in tensors:
+        if (
+            current
+            and max_bytes is not None
+            and size + tensor.nbytes > max_bytes
+        ):
+            files.append(current)
+            current, size = [], 0
+        current.append(tensor)
+        size += tensor.nbytes
+    files.append(current)
+    return files
+
+
+def _open_new(path):
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    return os.fdopen(os.open(path, flags, 0o666), "wb")
+
+
+def write_huggingface(backbone, directory, max_shard_size=None):
+    """Writes `backbone` into `directory` as a Hugging Face checkpoint.
+
+    Every process must call this (gathers are collective); only process 0
+    writes (pass `directory=None` elsewhere).
+
+    Args:
+        backbone: a built backbone of a class with a Hugging Face family.
+        directory: an existing, empty directory, or None.
+        max_shard_size: float, in GB, or None. Larger checkpoints are split
+            into `model-0000k-of-0000n.safetensors` files of at most this
+            size (a larger tensor gets a file of its own), listed in
+            `model.safetensors.index.json`.
+
+    Returns:
+        The names of the files written.
+    """
+    family = family_for_backbone(type(backbone))
+    config = backbone.get_config()
+    if config.get("lora_rank"):
+        raise ValueError(
+            "A backbone with LoRA adapters cannot be saved in Hugging Face "
+            "format (it has no place for them). Save it with "
+            "format='keras', which merges them, and load that preset."
+        )
+    hf_config = family.export_config(config)
+    tensors = _plan_tensors(backbone, family)
+    hf_config["torch_dtype"] = tensors[0].dtype if tensors else "float32"
+    total = sum(t.nbytes for t in tensors)
+    max_bytes = None
+    if max_shard_size is not None and total > max_shard_size * 1024**3:
+        max_bytes = max_shard_size * 1024**3
+    groups = _group(tensors, max_bytes)
+    active = directory is not None
+    if len(groups) == 1:
+        names = [SAFETENSORS_FILE]
+    else:
+        names = [
+            f"model-{k + 1:05d}-of-{len(groups):05d}.safetensors"
+            for k in range(len(groups))
+        ]
+    cache = {}
+    for filename, group in zip(names, groups, strict=True):
+        file = None
+        if active:
+            path = os.path.join(directory, filename)
+            file = _open_new(path)
+            header = _header(group)
+            file.write(struct.pack("<Q", len(header)))
+            file.write(header)
+        try:
+            for tensor in group:
+                value = _assemble(tensor, active, cache)
+                if file is not None:
+                    value = np.ascontiguousarray(
+                        value, dtype=numpy_dtype(tensor.dtype)
+                    )
+                    file.write(value.reshape(-1).view(np.uint8).data)
+                del value
+        finally:
+            if file is not None:
+                file.flush()
+                os.fsync(file.fileno())
+                file.close()
+    cache.clear()
+    written = list(names)
+    if active:
+        if len(groups) > 1:
+            index = {
+                "metadata": {"total_size": total},
+                "weight_map": {
+                    t.name: name
+                    for name, group in zip(names, groups, strict=True)
+                    for t in group
+                },
+            }
+            write_json(directory, SAFETENSORS_INDEX, index)
+            written.append(SAFETENSORS_INDEX)
+        write_json(directory, CONFIG_FILE, hf_config)
+        written.append(CONFIG_FILE)
+    return written

@@ -1,0 +1,149 @@
+"""Config idioms many Hugging Face families share: RoPE and sliding windows.
+
+`transformers` spells RoPE two ways: `rope_theta` and `rope_scaling`
+(`{"rope_type" or "type": ..., "factor": ...}`) up to v4, and one
+`rope_parameters` dict holding `rope_theta` and `rope_type` from v5.
+Windows are `sliding_window` plus, for Qwen, `use_sliding_window` and
+`max_window_layers` (layers at or above it are windowed), or a per-layer
+`layer_types` list.
+"""
+
+# The keys of each RoPE type that we translate (besides the type and theta).
+ROPE_KEYS = {
+    "default": (),
+    "linear": ("factor",),
+    "llama3": (
+        "factor",
+        "low_freq_factor",
+        "high_freq_factor",
+        "original_max_position_embeddings",
+    ),
+}
+
+
+def read_rope(hf, supported=("default", "linear"), default_theta=10000.0):
+    """Reads the RoPE fields of a config.
+
+    Args:
+        hf: the `HuggingFaceConfig`.
+        supported: the RoPE types the backbone has (keys of `ROPE_KEYS`).
+        default_theta: the base when the config has none.
+
+    Returns:
+        `(theta, rope_type, parameters)`: the base, the type (`"default"`
+        when unscaled) and a dict of the type's `ROPE_KEYS`.
+
+    Raises:
+        PresetError naming the field: an unsupported type, or keys of the
+        type's dict that are not understood.
+    """
+    parameters = hf.get("rope_parameters")
+    scaling = hf.get("rope_scaling")
+    theta = hf.get("rope_theta")
+    field, rope = "rope_scaling", scaling
+    if parameters is not None:
+        field, rope = "rope_parameters", parameters
+        if scaling is not None:
+            hf.unsupported(
+                "rope_scaling",
+                scaling,
+                why=" next to rope_parameters (which one holds?)",
+            )
+    if rope is not None and not isinstance(rope, dict):
+        hf.unsupported(field, rope, why=" (expected an object)")
+    rope = dict(rope or {})
+    theta = rope.pop("rope_theta", theta)
+    kind = rope.pop("rope_type", None)
+    legacy = rope.pop("type", None)
+    kind = kind or legacy or "default"
+    if kind not in supported:
+        hf.unsupported(f"{field}.rope_type", kind, supported)
+    unknown = sorted(set(rope) - set(ROPE_KEYS[kind]))
+    if unknown:
+        hf.unsupported(
+            field,
+            {**rope, "rope_type": kind},
+            why=f" (keys {unknown} are not understood for {kind!r} RoPE)",
+        )
+    missing = [key for key in ROPE_KEYS[kind] if rope.get(key) is None]
+    if missing:
+        hf.unsupported(
+            field, {**rope, "rope_type": kind}, why=f" (it lacks {missing})"
+        )
+    return (
+        default_theta if theta is None else theta,
+        kind,
+        {key: rope[key] for key in ROPE_KEYS[kind]},
+    )
+
+
+def write_rope(theta, kind="default", parameters=None):
+    """`config.json` fields for RoPE (v4 spelling, read by keras-hub too)."""
+    fields = {"rope_theta": theta}
+    if kind != "default":
+        fields["rope_scaling"] = {"rope_type": kind, **(parameters or {})}
+    return fields
+
+
+def read_window(hf, num_layers, layered=True):
+    """Reads a sliding window applied to every layer, or none.
+
+    Args:
+        hf: the `HuggingFaceConfig`.
+        num_layers: the number of layers.
+        layered: whether the family has `use_sliding_window`,
+            `max_window_layers` and `layer_types` (Qwen); Mistral's window
+            is `sliding_window` alone.
+
+    Returns:
+        The window in tokens (the query's own included), or None.
+
+    Raises:
+        PresetError naming the fields when only some layers are windowed,
+        which our backbones (a window on every layer or none) cannot build.
+    """
+    window = hf.get("sliding_window")
+    if not layered:
+        return window
+    use = hf.get("use_sliding_window", False)
+    first = hf.get("max_window_layers", 0)
+    types = hf.get("layer_types")
+    if types is not None:
+        windowed = [t == "sliding_attention" for t in types]
+        if not set(types) <= {"sliding_attention", "full_attention"}:
+            hf.unsupported("layer_types", types)
+        if len(types) != num_layers:
+            hf.unsupported(
+                "layer_types", types, why=f" (not {num_layers} entries)"
+            )
+    elif use and window is not None:
+        windowed = [i >= first for i in range(num_layers)]
+    else:
+        windowed = [False] * num_layers
+    if any(windowed) and window is None:
+        hf.unsupported("layer_types", types, why=" (no sliding_window size)")
+    if all(windowed) and num_layers:
+        return window
+    if not any(windowed):
+        return None
+    hf.unsupported(
+        "max_window_layers" if types is None else "layer_types",
+        first if types is None else types,
+        why=(
+            f" (a sliding window on {sum(windowed)} of {num_layers} layers; "
+            "only all or none are supported)"
+        ),
+    )
+
+
+def write_window(window, num_layers, default_size):
+    """Qwen's window fields for a window on every layer (or none)."""
+    return {
+        "use_sliding_window": window is not None,
+        "sliding_window": default_size if window is None else window,
+        "max_window_layers": num_layers if window is None else 0,
+        "layer_types": [
+            "full_attention" if window is None else "sliding_attention"
+        ]
+        * num_layers,
+    }

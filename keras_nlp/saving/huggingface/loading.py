@@ -1,0 +1,281 @@
+"""Building a backbone from a Hugging Face checkpoint, straight into shards."""
+
+import collections
+import re
+
+import keras
+import numpy as np
+
+from keras_nlp.distribution.layout_map import active_layout_map
+from keras_nlp.distribution.layout_map import verify_layouts
+from keras_nlp.saving.huggingface.checkpoint import Checkpoint
+from keras_nlp.saving.huggingface.checkpoint import read_huggingface_config
+from keras_nlp.saving.huggingface.conversions import bind
+from keras_nlp.saving.huggingface.family import family_for_model_type
+from keras_nlp.saving.preset_files import CONFIG_FILE
+from keras_nlp.saving.preset_files import PresetError
+from keras_nlp.saving.preset_files import open_preset_directory
+from keras_nlp.saving.preset_weights import castable
+from keras_nlp.saving.preset_weights import check_finite
+from keras_nlp.saving.preset_weights import device_value
+from keras_nlp.saving.preset_weights import dtype_name
+from keras_nlp.saving.preset_weights import forget_deferred
+from keras_nlp.saving.preset_weights import listing
+from keras_nlp.saving.preset_weights import numpy_dtype
+from keras_nlp.saving.preset_weights import warn_lossy
+from keras_nlp.saving.preset_weights import with_progress
+
+
+def huggingface_config(cls, directory):
+    """`(family, backbone class, constructor arguments)` of a checkpoint.
+
+    Reads `config.json` only.
+    """
+    with open_preset_directory(directory) as opened:
+        data = read_huggingface_config(opened)
+        path = opened.join(CONFIG_FILE)
+    family = family_for_model_type(data["model_type"], path)
+    owner = family.resolve_class(cls, opened.path)
+    return family, owner, family.translate(data, path, owner)
+
+
+class _Source:
+    """What one variable is read from: its binding and tensor infos."""
+
+    def __init__(self, variable, binding, infos):
+        self.variable = variable
+        self.binding = binding
+        self.infos = infos
+        dtypes = sorted({info.dtype for info in infos})
+        # `warn_lossy` and `check_finite` describe sources by these.
+        self.dtype = dtypes[-1]
+
+    def describe(self):
+        names = ", ".join(info.describe() for info in self.infos[:2])
+        more = len(self.infos) - 2
+        return names + (f" and {more} more" if more > 0 else "")
+
+
+def _resolve_prefix(family, names, checkpoint):
+    """Table names as this checkpoint spells them (with or without the base
+    model prefix)."""
+    prefix = family.base_prefix
+    if not prefix or any(n.startswith(prefix) for n in checkpoint.tensors):
+        return lambda name: name
+    return lambda name: name[len(prefix) :] if name.startswith(prefix) else name
+
+
+def match_checkpoint(model, family, config, checkpoint):
+    """Pairs every variable of `model` with its tensors, or raises.
+
+    Returns:
+        A list of `_Source`, in the model's order.
+
+    Raises:
+        PresetError listing every missing, extra, mis-shaped or mis-typed
+        tensor (and variables the family's table lacks).
+    """
+    variables = [v for v in model.weights]
+    by_path = {v.path: v for v in variables}
+    bindings, unmatched = bind(
+        family.table(config), [(v.path, v.shape) for v in variables]
+    )
+    problems = [
+        f"{path}: no row of the {family.model_types[0]!r} tensor table "
+        "matches this variable (a bug in the family's table)"
+        for path in unmatched
+    ]
+    spell = _resolve_prefix(family, [], checkpoint)
+    used = set()
+    sources = []
+    fused = collections.defaultdict(list)
+    for binding in bindings:
+        variable = by_path[binding.path]
+        names = [spell(n) for n in binding.names]
+        expected = binding.converted_shape()
+        region = binding.region()
+        infos = []
+        for name in names:
+            info = checkpoint.tensors.get(name)
+            if info is None:
+                problems.append(
+                    f"{name}: missing (for {binding.path}, expected shape "
+                    f"{_their_shape(expected, region)})"
+                )
+                continue
+            used.add(name)
+            infos.append(info)
+            if region is not None:
+                fused[name].append((binding.path, region))
+            if not _shape_fits(info.shape, expected, region):
+                problems.append(
+                    f"{info.describe()} has shape {info.shape}, expected "
+                    f"{_their_shape(expected, region)} (for {binding.path} "
+                    f"{tuple(variable.shape)})"
+                )
+            elif not castable(info.dtype, dtype_name(variable)):
+                problems.append(
+                    f"{info.describe()} has dtype {info.dtype}, expected "
+                    f"{variable.dtype} (or another floating dtype) for "
+                    f"{binding.path}"
+                )
+        if len(infos) == len(names):
+            sources.append(_Source(variable, binding, infos))
+    for name, parts in fused.items():
+        problems.extend(_tiling_problems(checkpoint.tensors[name], parts))
+    ignorable = [re.compile(p) for p in family.ignorable_tensors]
+    extra = [
+        name
+        for name in checkpoint.tensors
+        if name not in used and not any(p.fullmatch(name) for p in ignorable)
+    ]
+    for name in sorted(extra):
+        info = checkpoint.tensors[name]
+        problems.append(
+            f"{info.describe()} (shape {info.shape}): unexpected; the "
+            f"{type(model).__name__} has no weight for it"
+        )
+    if problems:
+        raise PresetError(
+            f"The Hugging Face checkpoint {checkpoint.path} does not match the "
+            f"{type(model).__name__} built from its config "
+            f"({len(problems)} problem(s); nothing was loaded):\n"
+            f"{listing(problems)}"
+        )
+    return sources
+
+
+def _their_shape(expected, region):
+    if region is None:
+        return tuple(expected)
+    axis = region[0]
+    shape = list(expected)
+    shape[axis] = f">={region[2]}"
+    return tuple(shape)
+
+
+def _shape_fits(shape, expected, region):
+    if len(shape) != len(expected):
+        return False
+    for axis, (size, want) in enumerate(zip(shape, expected, strict=True)):
+        if region is not None and axis == region[0]:
+            if size < region[2]:
+                return False
+        elif size != want:
+            return False
+    return True
+
+
+def _tiling_problems(info, parts):
+    axis = parts[0][1][0]
+    spans = sorted((start, stop, path) for path, (_, start, stop) in parts)
+    position = 0
+    for start, stop, path in spans:
+        if start != position:
+            return [
+                f"{info.describe()}: the parts of this fused tensor do not "
+                f"tile it along axis {axis} (at {position}, {path} starts "
+                f"at {start})"
+            ]
+        position = stop
+    if position != info.shape[axis]:
+        return [
+            f"{info.describe()} has {info.shape[axis]} rows along axis "
+            f"{axis}, its parts ({', '.join(p for _, _, p in spans)}) fill "
+            f"{position}"
+        ]
+    return []
+
+
+def _box(index, shape):
+    """A tuple of slices (JAX's shard index) as `(start, stop)` pairs."""
+    if not index:
+        return tuple((0, size) for size in shape)
+    return tuple(
+        slice_.indices(size)[:2]
+        for slice_, size in zip(index, shape, strict=True)
+    )
+
+
+def _reader(source, read, allow_nonfinite):
+    variable, binding = source.variable, source.binding
+    target = numpy_dtype(variable.dtype)
+    names = {info.name: info for info in source.infos}
+    ordered = [info.name for info in source.infos]
+
+    def read_box(index):
+        box = _box(index, binding.shape)
+        indices, their_box, cut = binding.plan(box)
+        pieces = []
+        for stack_index in indices:
+            name = ordered[0] if stack_index is None else ordered[stack_index]
+            piece = cut(read(names[name].name, their_box))
+            with np.errstate(over="ignore"):
+                pieces.append(piece.astype(target, copy=False))
+        if binding.stacked:
+            value = np.stack(pieces, axis=binding.weight.stack_axis)
+        else:
+            value = pieces[0]
+        if not allow_nonfinite:
+            check_finite(value, variable, source)
+        return np.ascontiguousarray(value)
+
+    return read_box
+
+
+def build_from_huggingface(
+    cls, directory, overrides=None, verbose=False, allow_nonfinite=False
+):
+    """Builds a backbone whose variables are created from a checkpoint.
+
+    As `build_from_preset_weights`: the backbone is built with deferred
+    variables, every tensor is checked (names, shapes, dtypes) before any
+    value is read, and each variable is then created slice by slice on its
+    devices under the active layout, each device reading and converting
+    only its box of the file.
+
+    Args:
+        cls: the class `from_preset` was called on.
+        directory: the checkpoint directory (a path or an open
+            `PresetDirectory`).
+        overrides: dict of constructor arguments replacing the translated
+            ones (e.g. `dtype`).
+        verbose: bool, show a progress bar.
+        allow_nonfinite: bool, load NaN and Inf values instead of raising.
+
+    Returns:
+        The backbone.
+    """
+    with open_preset_directory(directory) as opened:
+        family, owner, config = huggingface_config(cls, opened)
+        config.update(overrides or {})
+        with Checkpoint(opened) as checkpoint:
+            with keras.StatelessScope(initialize_variables=False):
+                model = owner.from_config(config, verify_layout=False)
+            try:
+                sources = match_checkpoint(model, family, config, checkpoint)
+                warn_lossy(
+                    [(s.variable, s) for s in sources],
+                    checkpoint.path,
+                    stacklevel=3,
+                )
+                for source in with_progress(sources, checkpoint.path, verbose):
+                    files = sorted({info.filename for info in source.infos})
+                    # One memory map per variable: its pages leave the
+                    # process with it.
+                    with checkpoint.reading(files) as read:
+                        value = device_value(
+                            source.variable,
+                            _reader(source, read, allow_nonfinite),
+                        )
+                    source.variable._initialize(value)
+                    source.variable._initializer = None
+                for variable in model.variables:
+                    if variable._value is None:
+                        variable._deferred_initialize()
+            finally:
+                forget_deferred(model)
+    layout_map = active_layout_map()
+    if model.layout_plan is not None and layout_map is not None:
+        verify_layouts(model, model.layout_plan, layout_map.device_mesh)
+    return model

@@ -1,0 +1,211 @@
+"""Tiny Hugging Face checkpoints and the oracle checks every family runs.
+
+A family's tests are one subclass of `HuggingFaceFamilyTests` whose `cases`
+list `HFCase`s (see `tests/saving/test_huggingface_families.py`). For each
+case a tiny keras-hub backbone with random weights is written as a Hugging
+Face checkpoint (by keras-hub's exporter, or by `tensor_writer` following
+keras-hub's converter's tensor names), once per class; keras-hub's own
+Hugging Face loader reads it back as the oracle. Then:
+
+- ours loads it: every weight equals keras-hub's, outputs within `atol`;
+- ours loads it into the shards of each mesh of `meshes`, same outputs,
+  every variable placed as the layout plan says;
+- ours -> `save_to_preset(format="huggingface")` -> ours is bit-identical,
+  and keras-hub loads our export with the same outputs.
+
+`tests/saving/conftest.py` parametrizes `case` (and `mesh_shape`) from the
+class attributes.
+"""
+
+import dataclasses
+import json
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from keras_nlp.models import Backbone
+from tests.models.backbone_checks import make_mesh
+from tests.models.backbone_checks import output_arrays
+from tests.models.backbone_checks import random_inputs
+
+
+@dataclasses.dataclass(frozen=True)
+class HFCase:
+    """One tiny checkpoint of a family.
+
+    Attributes:
+        name: the test id.
+        backbone: the name of our class that `Backbone.from_preset` builds;
+            keras-hub's class of that name writes the checkpoint unless
+            `keras_hub_backbone` names another.
+        config: constructor arguments of the keras-hub class (tiny).
+        keras_hub_backbone: keras-hub's class name, if not `backbone`.
+        writer: `(keras-hub backbone, directory) -> None` writing the
+            checkpoint; default: keras-hub's exporter.
+        config_patch: fields to set in the written `config.json` (e.g. ones
+            keras-hub's exporter omits but its loader requires).
+        atol: output tolerance (fp32).
+    """
+
+    name: str
+    backbone: str
+    config: dict
+    keras_hub_backbone: str = None
+    writer: object = None
+    config_patch: dict = None
+    atol: float = 1e-5
+
+    def __str__(self):
+        return self.name
+
+
+def randomize(backbone, seed=0):
+    """Random weights everywhere (norm scales and biases too), each value
+    exactly representable in float16, so a loader that casts through
+    float16 (keras-hub's Mistral) stays exact."""
+    rng = np.random.default_rng(seed)
+    for variable in backbone.weights:
+        value = rng.normal(0.0, 0.2, variable.shape).astype("float16")
+        variable.assign(value.astype(variable.dtype))
+    return backbone
+
+
+def export_writer(oracle, path):
+    """keras-hub's exporter, with the output projection (tied or not)."""
+    from keras_hub.src.utils.transformers.export.hf_exporter import (
+        export_backbone,
+    )
+
+    export_backbone(oracle, str(path), include_lm_head=True)
+
+
+def tensor_writer(hf_config, tensors):
+    """A writer for families keras-hub cannot export.
+
+    Args:
+        hf_config: `(keras-hub backbone) -> config.json dict`.
+        tensors: `(keras-hub backbone) -> {Hugging Face name: array}`,
+            named as keras-hub's converter reads them.
+    """
+
+    def write(oracle, path):
+        from safetensors.numpy import save_file
+
+        values = {
+            name: np.ascontiguousarray(keras.ops.convert_to_numpy(value))
+            for name, value in tensors(oracle).items()
+        }
+        save_file(values, str(path / "model.safetensors"))
+        (path / "config.json").write_text(json.dumps(hf_config(oracle)))
+
+    return write
+
+
+def write_checkpoint(case, path, seed=0):
+    """Writes `case`'s checkpoint into `path`; returns the keras-hub model
+    it was written from."""
+    import keras_hub
+
+    cls = getattr(keras_hub.models, case.keras_hub_backbone or case.backbone)
+    oracle = randomize(cls(**case.config), seed)
+    (case.writer or export_writer)(oracle, path)
+    if case.config_patch:
+        config = json.loads((path / "config.json").read_text())
+        config.update(case.config_patch)
+        (path / "config.json").write_text(json.dumps(config))
+    return oracle
+
+
+def _without_auto_suffixes(model):
+    grouped = {}
+    for variable in model.weights:
+        key = re.sub(r"_\d+(?=/|$)", "", variable.path)
+        grouped.setdefault(key, []).append(keras.ops.convert_to_numpy(variable))
+    return grouped
+
+
+def assert_same_weights(ours, theirs, exact=True):
+    mine, expected = (
+        _without_auto_suffixes(ours),
+        _without_auto_suffixes(theirs),
+    )
+    assert sorted(mine) == sorted(expected)
+    for path, values in mine.items():
+        for value, other in zip(values, expected[path], strict=True):
+            np.testing.assert_array_equal(value, other, err_msg=path)
+
+
+def real_outputs(inputs, outputs):
+    """The sequence output at the real (unpadded) tokens."""
+    sequence = output_arrays(outputs)["sequence_output"]
+    return sequence[np.asarray(inputs["padding_mask"]).astype(bool)]
+
+
+class HuggingFaceFamilyTests:
+    """The oracle checks; subclass with `cases = [HFCase(...), ...]`."""
+
+    cases = []
+    meshes = ((1, 8), (2, 4))
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def checkpoint(cls, case, tmp_path_factory):
+        import keras_hub
+
+        path = tmp_path_factory.mktemp(case.name)
+        write_checkpoint(case, path)
+        theirs = keras_hub.models.Backbone.from_preset(str(path))
+        inputs = random_inputs(case.config["vocabulary_size"], length=10)
+        expected = real_outputs(inputs, theirs(inputs))
+        return path, theirs, inputs, expected
+
+    def test_loads_like_keras_hub(self, case, checkpoint):
+        path, theirs, inputs, expected = checkpoint
+        ours = Backbone.from_preset(str(path))
+        assert type(ours).__name__ == case.backbone
+        assert_same_weights(ours, theirs)
+        np.testing.assert_allclose(
+            real_outputs(inputs, ours(inputs)),
+            expected,
+            atol=case.atol,
+            rtol=case.atol,
+        )
+
+    @pytest.mark.multi_device
+    def test_loads_into_shards(self, case, checkpoint, mesh_shape):
+        path, _, inputs, expected = checkpoint
+        cls = type(Backbone.from_preset(str(path), load_weights=False))
+        distribution = keras.distribution.ModelParallel(
+            layout_map=cls.get_layout_map(make_mesh(mesh_shape)),
+            batch_dim_name="batch",
+        )
+        with distribution.scope():
+            ours = Backbone.from_preset(str(path))
+            actual = real_outputs(inputs, ours(inputs))
+        np.testing.assert_allclose(
+            actual, expected, atol=case.atol, rtol=case.atol
+        )
+        planned = {w.path: w.spec for w in ours.layout_plan.weights}
+        for variable in ours.weights:
+            spec = tuple(variable.value.sharding.spec)
+            spec += (None,) * (len(variable.shape) - len(spec))
+            assert spec == planned[variable.path], variable.path
+
+    def test_round_trip_is_bit_identical(self, case, checkpoint, tmp_path):
+        import keras_hub
+
+        path, _, inputs, expected = checkpoint
+        ours = Backbone.from_preset(str(path))
+        ours.save_to_preset(str(tmp_path / "hf"), format="huggingface")
+        again = Backbone.from_preset(str(tmp_path / "hf"))
+        assert type(again) is type(ours)
+        assert_same_weights(again, ours)
+        theirs = keras_hub.models.Backbone.from_preset(str(tmp_path / "hf"))
+        np.testing.assert_allclose(
+            real_outputs(inputs, theirs(inputs)),
+            expected,
+            atol=case.atol,
+            rtol=case.atol,
+        )
