@@ -15,8 +15,11 @@ BATCH = 8
 SEQUENCE = 64
 MESHES = [(1, 8), (2, 4)]
 AXES = ("batch", "model")
-# Three sizes: experts get their own axis between batch and model.
+# Three sizes: experts get their own axis between batch and model for the
+# mixture-of-experts configs; the others get a replica axis, an FSDP axis
+# and the model axis (the batch splits over data and fsdp).
 EXPERT_AXES = ("batch", "expert", "model")
+FSDP_AXES = ("data", "fsdp", "model")
 
 # name -> (class name, config). The class name is the same in keras_nlp and
 # keras_hub; the configs are valid for both.
@@ -100,7 +103,8 @@ def mesh_name(shape):
     return "x".join(str(size) for size in shape)
 
 
-def device_mesh(shape):
+def device_mesh(shape, experts=True):
+    """A mesh of `shape`: `(batch, model)`, or three axes (see above)."""
     import keras
 
     devices = keras.distribution.list_devices()
@@ -111,8 +115,38 @@ def device_mesh(shape):
             f"{len(devices)}. Set XLA_FLAGS=--xla_force_host_platform_"
             "device_count=8 before JAX is imported."
         )
-    axes = EXPERT_AXES if len(shape) == 3 else AXES
+    axes = AXES
+    if len(shape) == 3:
+        axes = EXPERT_AXES if experts else FSDP_AXES
     return keras.distribution.DeviceMesh(shape, axes, devices[:count])
+
+
+def batch_axes(mesh):
+    """The mesh axes that split the batch."""
+    if tuple(mesh.axis_names) == FSDP_AXES:
+        return ("data", "fsdp")
+    return (mesh.axis_names[0],)
+
+
+def our_layout_map(cls, config, mesh, before=False):
+    """Our layout map on `mesh`; `before` the communication work of issue 17.
+
+    `before=True` is the map as it was: replication wherever heads do not
+    divide (`policy="communication"`) and no activation layouts (pair it
+    with `Step(..., fused=False)` for separate q/k/v and gate/up matmuls).
+    """
+    import dataclasses
+
+    roles = {}
+    if tuple(mesh.axis_names) == FSDP_AXES:
+        roles = dict(data_parallel_dim_name="data", fsdp_dim_name="fsdp")
+    if not before:
+        return cls.get_layout_map(mesh, config=config, **roles)
+    layout_map = cls.get_layout_map(
+        mesh, config=config, policy="communication", **roles
+    )
+    layout_map._install(dataclasses.replace(layout_map.plan, activations=()))
+    return layout_map
 
 
 def our_class(class_name):
@@ -135,11 +169,14 @@ def build(cls, config, layout_map=None):
     """
     import keras
 
+    import keras_nlp
+
     keras.utils.set_random_seed(0)
     if layout_map is None:
         return cls(**config), None
-    distribution = keras.distribution.ModelParallel(
-        layout_map=layout_map, batch_dim_name="batch"
+    distribution = keras_nlp.distribution.ModelParallel(
+        layout_map=layout_map,
+        batch_dim_name=batch_axes(layout_map.device_mesh),
     )
     with distribution.scope():
         backbone = cls(**config)
@@ -237,16 +274,19 @@ class Step:
         train: jitted `(trainable, non_trainable, token_ids, mask)` ->
             `(loss, gradients)`.
         args: the concrete arguments both take.
+        fused: whether q/k/v and gate/up run as one matmul where sharded
+            (see `keras_nlp.layers.fused_projection`).
         param_bytes_per_device: parameter bytes held by one device.
     """
 
-    def __init__(self, backbone, distribution=None):
+    def __init__(self, backbone, distribution=None, fused=True):
         import jax
         import jax.numpy as jnp
         import numpy as np
 
         self.backbone = backbone
         self.distribution = distribution
+        self.fused = fused
         trainable = [v.value for v in backbone.trainable_variables]
         non_trainable = [v.value for v in backbone.non_trainable_variables]
         vocabulary_size = backbone.get_config()["vocabulary_size"]
@@ -281,7 +321,9 @@ class Step:
         else:
             P = jax.sharding.PartitionSpec
             mesh = trainable[index].sharding.mesh
-            data = jax.sharding.NamedSharding(mesh, P("batch"))
+            data = jax.sharding.NamedSharding(
+                mesh, P(batch_axes(distribution.device_mesh))
+            )
             replicated = jax.sharding.NamedSharding(mesh, P())
             t_shardings = [value.sharding for value in trainable]
             n_shardings = [value.sharding for value in non_trainable]
@@ -306,9 +348,17 @@ class Step:
         )
 
     def _traced(self, function):
+        import contextlib
+
+        from keras_nlp.layers.fused_projection import separate_projections
+
+        fusion = (
+            contextlib.nullcontext() if self.fused else (separate_projections())
+        )
         if self.distribution is None:
-            return function()
-        with self.distribution.scope():
+            with fusion:
+                return function()
+        with self.distribution.scope(), fusion:
             return function()
 
     def compiled_text(self, kind):

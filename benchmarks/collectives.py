@@ -7,15 +7,19 @@ variable) under:
 - ours: `Cls.get_layout_map(mesh)` from keras_nlp;
 - keras-hub: `keras_hub.models.Cls.get_layout_map(mesh)` on keras-hub's
   backbone of the same config, where keras-hub has a map;
+- before: our map as it was before the communication work (replication
+  wherever heads do not divide, no activation layouts, separate q/k/v and
+  gate/up matmuls), measured in the same run;
 - alternative: our map with every weight that our plan replicates on the
   model axis (heads that do not divide it) sharding its hidden dimension on
   the model axis instead.
 It reads the collectives from the compiled HLO text and prints them next to
 the analytic minimum of tensor parallelism.
 
-Meshes of three sizes are `(batch, expert, model)`: the mixture-of-experts
-configs put their experts on the expert axis (expert parallelism); the
-other configs are measured on two-axis meshes only.
+Meshes of three sizes are `(batch, expert, model)` for the
+mixture-of-experts configs (experts on the expert axis) and `(data, fsdp,
+model)` for the others (the batch split over data and fsdp, weights over
+fsdp and model).
 
 Run: python benchmarks/collectives.py [--mesh 1x8 2x4 1x4x2 2x2x2]
     [--only mixtral] [--output out.md]
@@ -135,30 +139,63 @@ def collective_stats(hlo_text):
     return {kind: Collective(*stats[kind]) for kind in KINDS}
 
 
-def minimum_bytes(config, mesh_shape, kind, param_bytes):
+def minimum_bytes(config, mesh_shape, kind, param_bytes, fsdp=False):
     """Analytic minimum collective bytes per device for tensor parallelism.
 
-    Megatron-style TP all-reduces the activations of this device's batch
-    shard (`batch / data x seq x hidden x 4` bytes) twice per block forward
-    (after attention and after the MLP) and twice more backward. With a
-    data axis > 1 the training step also all-reduces, over the data axis,
-    the gradient of this device's model-axis shard of every weight: counted
-    as all trainable parameter bytes / model-axis size, once. With an expert
-    axis, the tokens of a batch shard are on every device of the
-    (expert, model) group: the MoE block's output is one all-reduce over
-    that group, like a tensor-parallel MLP's, and the group plays the model
-    axis's part above.
+    In result bytes of the collectives on one device (what the table
+    counts), with `A = batch / batch shards x sequence x hidden x 4` the
+    bytes of this device's slice of the residual stream and `P` the
+    trainable parameter bytes:
+
+    - Megatron tensor parallelism all-reduces the residual stream twice per
+      block forward (after attention and after the MLP) and twice more
+      backward (the q/k/v and gate/up input gradients): `2 L A` forward,
+      `4 L A` for a training step.
+    - The vocabulary-sharded token embedding's lookup is one more forward
+      all-reduce of `A`, and the tied (or untied) output projection's
+      input gradient one more backward: `+A` forward, `+2A` training.
+    - With a batch axis > 1 the weights are sharded FSDP-style over it
+      (the hidden dimension): as in ZeRO-3, a training step all-gathers
+      each weight's model-axis shard forward and again backward (`2 P / m`
+      bytes gathered; keeping the forward's copy would cost the memory
+      FSDP saves) and reduce-scatters its gradient (`P / (m x d)` bytes
+      out); a forward pass gathers once (`P / m`). Norm scales and
+      biases, replicated on the batch axis, are left out (under 0.1% of
+      `P` here).
+
+    Here `m` is the model axis (on a (batch, expert, model) mesh, the
+    (expert, model) group, which plays its part) and `d` the batch axes.
+    On a (data, fsdp, model) mesh only fsdp shards weights: the gathers
+    run over fsdp and the gradients are reduce-scattered over fsdp and
+    all-reduced over data (`P / (m x f)` more).
     """
     from _sharded_configs import BATCH
     from _sharded_configs import SEQUENCE
 
-    data, *parallel = mesh_shape
-    parallel = math.prod(parallel)
-    activation = BATCH // data * SEQUENCE * config["hidden_dim"] * 4
-    per_block = {"forward": 2, "train": 4}[kind] if parallel > 1 else 0
-    total = per_block * config["num_layers"] * activation
+    if fsdp:
+        data, fsdp_size, parallel = mesh_shape
+        batch_shards = data * fsdp_size
+        weight_shards = fsdp_size
+    else:
+        data, *parallel = mesh_shape
+        parallel = math.prod(parallel)
+        batch_shards = weight_shards = data
+        data = 1
+    activation = BATCH // batch_shards * SEQUENCE * config["hidden_dim"] * 4
+    if parallel == 1:
+        total = 0
+    elif kind == "forward":
+        total = (2 * config["num_layers"] + 1) * activation
+    else:
+        total = (4 * config["num_layers"] + 2) * activation
+    if weight_shards > 1:
+        # ZeRO-3: gathered forward, gathered again backward (not kept).
+        gathers = 1 if kind == "forward" else 2
+        total += gathers * param_bytes / parallel
+        if kind == "train":
+            total += param_bytes / (parallel * weight_shards)
     if kind == "train" and data > 1:
-        total += param_bytes / parallel
+        total += param_bytes / (parallel * weight_shards)
     return total
 
 
@@ -177,12 +214,12 @@ def _failure(error):
     return f"crash: {type(error).__name__}: {text[:200]}"
 
 
-def measure(step, config, mesh_shape, param_bytes):
+def measure(step, config, mesh_shape, param_bytes, fsdp=False):
     """Rows of `(pass, stats, minimum)` for one built backbone."""
     rows = []
     for kind in ("forward", "train"):
         stats = collective_stats(step.compiled_text(kind))
-        minimum = minimum_bytes(config, mesh_shape, kind, param_bytes)
+        minimum = minimum_bytes(config, mesh_shape, kind, param_bytes, fsdp)
         rows.append((kind, stats, minimum))
     return rows
 
@@ -235,40 +272,56 @@ def main():
             continue
         ours = shared.our_class(class_name)
         hub = shared.hub_class(class_name)
+        experts = "num_experts" in config
         for mesh_shape in meshes:
-            if len(mesh_shape) == 3 and "num_experts" not in config:
-                continue
-            mesh = shared.device_mesh(mesh_shape)
-            layouts = [("ours", ours, ours.get_layout_map(mesh))]
-            param_bytes = ours.plan_layout(mesh, config=config).total_bytes
-            alternative, changed = shared.alternative_layout_map(
-                ours, config, mesh
-            )
-            if changed:
-                layouts.append(("alternative", ours, alternative))
-                notes.append(
-                    f"{name} on {shared.mesh_name(mesh_shape)}: the "
-                    f"alternative shards the hidden dim of {len(changed)} "
-                    f"weights on 'model', e.g. {changed[0]}"
+            if len(mesh_shape) == 3 and mesh_shape[0] == 1 and not experts:
+                continue  # (1, fsdp, model) is 2x4 with other names
+            mesh = shared.device_mesh(mesh_shape, experts=experts)
+            fsdp = len(mesh_shape) == 3 and not experts
+            layouts = [
+                ("ours", ours, shared.our_layout_map(ours, config, mesh), 1),
+                (
+                    "before",
+                    ours,
+                    shared.our_layout_map(ours, config, mesh, before=True),
+                    0,
+                ),
+            ]
+            param_bytes = layouts[0][2].plan.total_bytes
+            if len(mesh_shape) == 2:
+                alternative, changed = shared.alternative_layout_map(
+                    ours, config, mesh
                 )
+                if changed:
+                    layouts.append(("alternative", ours, alternative, 1))
+                    notes.append(
+                        f"{name} on {shared.mesh_name(mesh_shape)}: the "
+                        f"alternative shards the hidden dim of {len(changed)} "
+                        f"weights on 'model', e.g. {changed[0]}"
+                    )
             if len(mesh_shape) == 3:
                 emit_missing(
-                    name, mesh_shape, "keras-hub", "no expert axis in keras-hub"
+                    name,
+                    mesh_shape,
+                    "keras-hub",
+                    f"no {'expert' if experts else 'fsdp'} axis in keras-hub",
                 )
             elif hasattr(hub, "get_layout_map"):
                 try:
-                    layouts.append(("keras-hub", hub, hub.get_layout_map(mesh)))
+                    layouts.append(
+                        ("keras-hub", hub, hub.get_layout_map(mesh), 1)
+                    )
                 except Exception as error:
                     emit_missing(name, mesh_shape, "keras-hub", _failure(error))
             else:
                 emit_missing(name, mesh_shape, "keras-hub", "none")
-            for layout, cls, layout_map in layouts:
+            for layout, cls, layout_map, fused in layouts:
                 try:
                     backbone, distribution = shared.build(
                         cls, config, layout_map
                     )
-                    step = shared.Step(backbone, distribution)
-                    rows = measure(step, config, mesh_shape, param_bytes)
+                    step = shared.Step(backbone, distribution, fused=fused)
+                    rows = measure(step, config, mesh_shape, param_bytes, fsdp)
                 except Exception as error:
                     emit_missing(name, mesh_shape, layout, _failure(error))
                     continue
@@ -280,10 +333,22 @@ def main():
     legend = (
         "Cells: count (MB) per kind, from the compiled HLO of one device's "
         "program (MB = 10^6 bytes of the collectives' results). "
-        "Minimum: 2 (forward) or 4 (train) activation all-reduces per block "
-        "on the model axis (on a (batch, expert, model) mesh, the (expert, "
-        "model) group), plus one gradient all-reduce of params/model-axis "
-        "(/group) over the batch axis when it is > 1. "
+        "Layouts: ours = our layout map (policy auto, activation layouts, "
+        "q/k/v and gate/up as one matmul where sharded); before = the same "
+        "without those three (replication wherever heads do not divide, no "
+        "activation layouts, separate matmuls), i.e. before issue 17. "
+        "Meshes: AxB = (batch, model); three sizes = (batch, expert, model) "
+        "for the mixture-of-experts configs, (data, fsdp, model) for the "
+        "others. Minimum (see `minimum_bytes`): A = this device's slice of "
+        "the residual stream (batch / batch shards x sequence x hidden x 4 "
+        "bytes), L blocks, P parameter bytes, m model (or expert x model) "
+        "shards, d weight-sharding batch shards: forward (2L + 1) A, train "
+        "(4L + 2) A (two all-reduces per block each way, the embedding "
+        "lookup forward, the output projection's input gradient backward); "
+        "plus, when weights are sharded over a batch axis, P / m gathered "
+        "(train: twice, as ZeRO-3) and (train) P / (m d) reduce-scattered; "
+        "on (data, fsdp, model) "
+        "also P / (m d) all-reduced over data. "
         f"Batch {shared.BATCH}, sequence {shared.SEQUENCE}, float32. "
         f"Measured in {elapsed:.0f} s."
     )

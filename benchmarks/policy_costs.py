@@ -12,8 +12,8 @@ counted twice, over the link bandwidth, plus per-step HBM bytes of weights,
 gradients and Adam state over the HBM bandwidth) is applied to the
 predicted (`estimate_plan`) and measured numbers; a case PASSes when the
 layout `policy="auto"` picks is the measured cheaper one. Each case runs at
-two token counts per step, 512 (8 x 64) and 16384 (256 x 64), since the
-choice can flip between them. Exits non-zero on any FAIL.
+three token counts per step, 128 (2 x 64), 512 (8 x 64) and 16384
+(256 x 64), since the choice can flip between them. Exits non-zero on any FAIL.
 
 Part 2. Per-device parameter bytes over the ideal (total / devices) of
 `policy="memory"` and `policy="auto"` for every built-in preset of 1B+
@@ -41,13 +41,14 @@ plan; measured: the compiled training step's collectives (HLO) and
 parameter bytes per device. Both columns of microseconds apply the same
 scalar (all-reduces count twice, 400 GB/s links, Adam's 10 bytes touched
 per parameter byte at 3.2 TB/s). PASS: the layout `policy="auto"` picks
-(chosen) is the measured cheaper one. float32; 8 fake CPU devices; plain
-Keras layout maps of the plans' weight specs (no activation layouts).
+(chosen) is the measured cheaper one. float32; 8 fake CPU devices; our
+layout maps with each candidate's weights and the activation layouts
+planned for them, q/k/v and gate/up fused where sharded.
 
 Part 2: per-device parameter bytes / ideal of `--policy memory` / the
 default `--policy auto` (16384 tokens per step) for every built-in preset
 of 1B+ parameters on the six two-axis (batch x model) meshes."""
-TOKEN_BATCHES = (8, 256)  # sequences of `SEQUENCE` tokens per step
+TOKEN_BATCHES = (2, 8, 256)  # sequences of `SEQUENCE` tokens per step
 MESHES = [(1, 8), (2, 4)]
 PRESET_MESHES = ["1x2", "1x4", "1x8", "2x4", "4x2", "8x1"]
 
@@ -63,14 +64,20 @@ def candidate_plan(plan, k):
     return dataclasses.replace(plan, weights=tuple(weights))
 
 
-def plain_layout_map(plan, mesh):
-    """A plain Keras `LayoutMap` of exact paths, as the plan places them."""
-    import _sharded_configs as shared
-    import keras
+def our_layout_map(cls, config, plan, mesh):
+    """Our layout map following `plan`'s weights and their activations."""
+    from keras_nlp.distribution.activations import plan_activations
+    from keras_nlp.distribution.planning import backbone_layers
 
-    layout_map = keras.distribution.LayoutMap(mesh)
-    for weight in plan.weights:
-        layout_map[weight.path] = shared._multi_axis_layout()(weight.spec)
+    layout_map = cls.get_layout_map(mesh, config=config)
+    activations = plan_activations(
+        backbone_layers(cls, config),
+        plan.weights,
+        hidden_dim=config.get("hidden_dim"),
+        model_axes=(plan.model_axis,),
+        batch_axes=tuple(a for a in (plan.data_axis, plan.fsdp_axis) if a),
+    )
+    layout_map._install(dataclasses.replace(plan, activations=activations))
     return layout_map
 
 
@@ -80,7 +87,7 @@ def measured(cls, config, plan, mesh, model):
     from collectives import collective_stats
 
     backbone, distribution = shared.build(
-        cls, config, plain_layout_map(plan, mesh)
+        cls, config, our_layout_map(cls, config, plan, mesh)
     )
     step = shared.Step(backbone, distribution)
     stats = collective_stats(step.compiled_text("train"))

@@ -7,6 +7,9 @@ layout map on 8 fake CPU devices, and prints the median times and their
 ratio. Fake CPU devices share the host's cores, so the ratio measures
 partitioning and communication overhead, not a speedup.
 
+Each mesh is measured before and after the communication work of issue
+17 (see `_sharded_configs.our_layout_map`), in the same run.
+
 Run: python benchmarks/step_time.py [--mesh 1x8 2x4] [--iterations 10]
     [--output out.md]
 """
@@ -51,12 +54,19 @@ def main():
         f"{shared.BATCH}, sequence {shared.SEQUENCE}, float32. The 8 "
         "devices are fake CPU devices sharing the host's cores: the ratio "
         "(sharded / 1 device) measures partitioning and communication "
-        "overhead, not speedup.",
+        "overhead, not speedup. Before: our layout as it was before issue "
+        "17 (replication wherever heads do not divide, no activation "
+        "layouts, separate q/k/v and gate/up matmuls); after: today's "
+        "defaults; both measured in this run.",
         "",
         "| config | 1 device (ms) | "
-        + " | ".join(f"{mesh} (ms) | {mesh} ratio" for mesh in args.mesh)
+        + " | ".join(
+            f"{mesh} {when} (ms) | {mesh} {when} ratio"
+            for mesh in args.mesh
+            for when in ("before", "after")
+        )
         + " |",
-        "|---|---:|" + "---:|---:|" * len(meshes),
+        "|---|---:|" + "---:|---:|" * 2 * len(meshes),
     ]
     start = time.perf_counter()
     for name, (class_name, config) in shared.CONFIGS.items():
@@ -67,11 +77,13 @@ def main():
         )
         cells = [f"{single * 1e3:.1f}"]
         for mesh_shape in meshes:
-            layout_map = cls.get_layout_map(shared.device_mesh(mesh_shape))
-            backbone, distribution = shared.build(cls, config, layout_map)
-            step = shared.Step(backbone, distribution)
-            sharded = median_seconds(step, args.warmups, args.iterations)
-            cells += [f"{sharded * 1e3:.1f}", f"{sharded / single:.2f}"]
+            mesh = shared.device_mesh(mesh_shape, "num_experts" in config)
+            for before in (True, False):
+                layout_map = shared.our_layout_map(cls, config, mesh, before)
+                backbone, distribution = shared.build(cls, config, layout_map)
+                step = shared.Step(backbone, distribution, fused=not before)
+                sharded = median_seconds(step, args.warmups, args.iterations)
+                cells += [f"{sharded * 1e3:.1f}", f"{sharded / single:.2f}"]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
         print(lines[-1], flush=True)
     table = "\n".join(lines)

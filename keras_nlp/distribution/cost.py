@@ -49,13 +49,14 @@ axes sharding them). For each mesh axis `a` of size > 1:
     repeated on every device and its output gradient arrives as a partial
     sum: backward all-reduce of the gradient, the smaller of `t * out` and
     `S`. If no weight of its layer is (GPT-2's 12 heads on an 8-way axis),
-    XLA splits the layer's work by tokens over `a` rather than repeating
-    it (measured in `benchmarks/collectives.py`): all-gather of its output
-    forward (`t * out`) and of its input gradient backward (`t * in`), and
-    all-reduce of its weight gradient (`S`).
+    nothing: the plan's activation layouts (see `activations`) keep the
+    layer's input and output whole along `a`, so every device repeats its
+    work. (Without them XLA splits such a layer by tokens and all-gathers
+    its output and input gradient, as `benchmarks/collectives.py`'s
+    "before" rows measure.)
 
 Weights of rank 1 (norm scales, biases) only get the batch-axis terms.
-The model ignores compute (replicated work is split by XLA, above), the
+The model ignores compute (replicated work, above, is repeated), the
 tied output projection of an embedding, and attention's own activations.
 
 The scalar a policy compares, `time`: link bytes (a ring all-reduce sends
@@ -331,12 +332,9 @@ def estimate(
         elif axis in sharded_neighbours:
             if training:
                 add("all-reduce", min(out_bytes, shard_bytes))
-        else:
-            add("all-gather", out_bytes)
-            if backward_input:
-                add("all-gather", in_bytes)
-            if training:
-                add("all-reduce", shard_bytes)
+        # Else the whole layer is replicated along `a`: the plan's
+        # activation layouts keep its input and output whole there, so
+        # every device repeats its work and nothing crosses `a`.
     collectives = {kind: count for kind, count in collectives.items() if count}
     touched = shard_bytes * model.touched_factor()
     return Estimate(

@@ -26,6 +26,9 @@ device, TensorFlow, quantized kernels, differently sharded kernels) calls
 the layers one by one, as before.
 """
 
+import contextlib
+import contextvars
+
 import keras
 from keras import ops
 
@@ -103,6 +106,23 @@ def _finish(layer, output):
     return output
 
 
+_SEPARATE = contextvars.ContextVar("keras_nlp_separate", default=False)
+
+
+@contextlib.contextmanager
+def separate_projections():
+    """Within it, `project_together` calls its layers one by one.
+
+    For measuring what fusing saves (`benchmarks/collectives.py` compares
+    both in one run); the outputs are the same either way.
+    """
+    token = _SEPARATE.set(True)
+    try:
+        yield
+    finally:
+        _SEPARATE.reset(token)
+
+
 def project_together(inputs, layers):
     """Each of `layers` applied to `inputs`, in one matmul where sharded.
 
@@ -131,7 +151,7 @@ def project_together(inputs, layers):
     # [(2, 3, 8), (2, 3, 8)]
     ```
     """
-    if len(layers) < 2 or keras.backend.backend() != "jax":
+    if len(layers) < 2 or keras.backend.backend() != "jax" or _SEPARATE.get():
         return [layer(inputs) for layer in layers]
     placements = [_placement(layer) for layer in layers]
     if any(p is None for p in placements) or (

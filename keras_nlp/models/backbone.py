@@ -69,13 +69,14 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
 
     # === Config ===
 
-    def call(self, inputs, *args, **kwargs):
+    def call(self, inputs, training=None, mask=None, **kwargs):
         # The layout map pins activations' batch dimension to the batch
-        # axes only where they divide this call's batch.
+        # axes only where they divide this call's batch. (Keras passes
+        # `training` only to a `call` that names it.)
         first = keras.tree.flatten(inputs)[0]
         batch_size = first.shape[0] if len(first.shape) else None
         with batch_size_scope(batch_size):
-            return super().call(inputs, *args, **kwargs)
+            return super().call(inputs, training=training, mask=mask, **kwargs)
 
     def get_config(self):
         """The constructor arguments this backbone was built with."""
