@@ -118,7 +118,14 @@ def describe_layers(model):
     top_level = set()
     for layer in getattr(model, "layers", ()):
         nodes = getattr(layer, "_inbound_nodes", ())
-        if layer.path is None or len(nodes) != 1:
+        # A nested model (a vision encoder) may take an automatic name that
+        # differs between the plan's build and the real one: its output is
+        # not pinned (its own layers' projections still are).
+        if (
+            layer.path is None
+            or len(nodes) != 1
+            or isinstance(layer, keras.Model)
+        ):
             continue
         outputs = nodes[0].outputs
         if len(outputs) != 1:

@@ -47,6 +47,11 @@ class HFCase:
         config_patch: fields to set in the written `config.json` (e.g. ones
             keras-hub's exporter omits but its loader requires).
         atol: output tolerance (fp32).
+        inputs: `(vocabulary_size) -> input dict`, for backbones that take
+            other inputs (segment ids, an encoder-decoder's); default:
+            `random_inputs(vocabulary_size, length=10)`.
+        outputs: `(inputs, outputs) -> array` compared between models;
+            default: `real_outputs`.
     """
 
     name: str
@@ -56,6 +61,8 @@ class HFCase:
     writer: object = None
     config_patch: dict = None
     atol: float = 1e-5
+    inputs: object = None
+    outputs: object = None
 
     def __str__(self):
         return self.name
@@ -143,6 +150,10 @@ def real_outputs(inputs, outputs):
     return sequence[np.asarray(inputs["padding_mask"]).astype(bool)]
 
 
+def _compared(case, inputs, outputs):
+    return (case.outputs or real_outputs)(inputs, outputs)
+
+
 class HuggingFaceFamilyTests:
     """The oracle checks; subclass with `cases = [HFCase(...), ...]`."""
 
@@ -157,8 +168,12 @@ class HuggingFaceFamilyTests:
         path = tmp_path_factory.mktemp(case.name)
         write_checkpoint(case, path)
         theirs = keras_hub.models.Backbone.from_preset(str(path))
-        inputs = random_inputs(case.config["vocabulary_size"], length=10)
-        expected = real_outputs(inputs, theirs(inputs))
+        vocabulary_size = case.config["vocabulary_size"]
+        if case.inputs is None:
+            inputs = random_inputs(vocabulary_size, length=10)
+        else:
+            inputs = case.inputs(vocabulary_size)
+        expected = _compared(case, inputs, theirs(inputs))
         return path, theirs, inputs, expected
 
     def test_loads_like_keras_hub(self, case, checkpoint):
@@ -167,7 +182,7 @@ class HuggingFaceFamilyTests:
         assert type(ours).__name__ == case.backbone
         assert_same_weights(ours, theirs)
         np.testing.assert_allclose(
-            real_outputs(inputs, ours(inputs)),
+            _compared(case, inputs, ours(inputs)),
             expected,
             atol=case.atol,
             rtol=case.atol,
@@ -183,7 +198,7 @@ class HuggingFaceFamilyTests:
         )
         with distribution.scope():
             ours = Backbone.from_preset(str(path))
-            actual = real_outputs(inputs, ours(inputs))
+            actual = _compared(case, inputs, ours(inputs))
         np.testing.assert_allclose(
             actual, expected, atol=case.atol, rtol=case.atol
         )
@@ -204,7 +219,7 @@ class HuggingFaceFamilyTests:
         assert_same_weights(again, ours)
         theirs = keras_hub.models.Backbone.from_preset(str(tmp_path / "hf"))
         np.testing.assert_allclose(
-            real_outputs(inputs, theirs(inputs)),
+            _compared(case, inputs, theirs(inputs)),
             expected,
             atol=case.atol,
             rtol=case.atol,

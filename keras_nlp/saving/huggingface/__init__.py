@@ -19,6 +19,7 @@ from keras_nlp.saving.huggingface.conversions import KERNEL
 from keras_nlp.saving.huggingface.conversions import Add
 from keras_nlp.saving.huggingface.conversions import Merge
 from keras_nlp.saving.huggingface.conversions import Op
+from keras_nlp.saving.huggingface.conversions import Pad
 from keras_nlp.saving.huggingface.conversions import Permute
 from keras_nlp.saving.huggingface.conversions import Split
 from keras_nlp.saving.huggingface.conversions import Transpose
@@ -47,6 +48,7 @@ __all__ = [
     "HuggingFaceFamily",
     "Merge",
     "Op",
+    "Pad",
     "Permute",
     "Split",
     "Transpose",

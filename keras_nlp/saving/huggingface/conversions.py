@@ -221,6 +221,33 @@ class Permute(Op):
         return out, lambda p: np.take(p, position - first, axis=a)
 
 
+@dataclasses.dataclass(frozen=True)
+class Pad(Op):
+    """Adds `before` rows (and `after` rows) of zeros along `axis`: their
+    table has rows ours does not (RoBERTa's and BART's position tables
+    start at index 2). Import reads past them."""
+
+    axis: int
+    before: int
+    after: int = 0
+
+    def shape(self, shape):
+        a = self.axis
+        size = shape[a] + self.before + self.after
+        return shape[:a] + (size,) + shape[a + 1 :]
+
+    def forward(self, value):
+        widths = [(0, 0)] * value.ndim
+        widths[self.axis] = (self.before, self.after)
+        return np.pad(value, widths)
+
+    def source(self, box, shape):
+        a = self.axis
+        start, stop = box[a]
+        out = box[:a] + ((start + self.before, stop + self.before),)
+        return out + box[a + 1 :], lambda p: p
+
+
 # === Shorthands for the usual layouts ===
 
 KERNEL = (Transpose(),)
@@ -267,6 +294,28 @@ class Weight:
             names it, and the parts must tile it.
         stack_axis: the axis of ours that stacks the tensors (see
             `theirs`).
+        ours_part: `(axis, start, stop)` when the row fills only that
+            slice of our variable (a fused variable of separate Hugging
+            Face tensors, e.g. a gate/up kernel concatenated on our side):
+            `ops` and `stack_axis` then apply to the slice. The first row
+            matching a variable decides: if it has an `ours_part`, every
+            row with one that matches the variable joins it, and together
+            they must tile the variable along one axis.
+        plus: the name (same fields) of a Hugging Face tensor whose first
+            row their model adds to every row of this one, folded in: a
+            token-type table whose only used type is 0 (RoBERTa). Import
+            adds that row (along the last axis of ours); export writes the
+            tensor as zeros of shape `(1, last dimension of ours)`. Only on
+            a row without stacking index, `part` or `ours_part`.
+        view: with `part`, the shape of the fused tensor in which the parts
+            lie, when that is not its stored shape: `view_ops` (export
+            direction) turn the assembled view into the stored tensor.
+            Bloom's `query_key_value` `(3 * hidden, hidden)` holds each
+            head's query, key and value rows in turn: its view
+            `(heads, 3 * head_dim, hidden)` holds the queries at `0` along
+            axis 1, and `Merge(0)` stores it.
+        view_ops: the ops from `view` to the stored tensor (every part of
+            the tensor names the same `view` and `view_ops`).
     """
 
     ours: str
@@ -274,9 +323,24 @@ class Weight:
     ops: tuple = ()
     part: tuple = None
     stack_axis: int = 0
+    ours_part: tuple = None
+    plus: str = None
+    view: tuple = None
+    view_ops: tuple = ()
 
     def __post_init__(self):
         ours, theirs = set(_fields(self.ours)), _fields(self.theirs)
+        if self.plus is not None and (
+            self.part is not None
+            or self.ours_part is not None
+            or set(_fields(self.plus)) != ours
+            or len(set(theirs)) != len(ours)
+        ):
+            raise ValueError(
+                f"Weight {self.ours!r} -> {self.theirs!r}: `plus` "
+                f"({self.plus!r}) needs a row without stacking index, `part` "
+                "or `ours_part`, and the fields of the variable path."
+            )
         stacks = [f for f in theirs if f not in ours]
         if len(stacks) > 1:
             raise ValueError(
@@ -315,19 +379,39 @@ class Binding:
 
     Attributes:
         path: our variable path.
-        shape: our variable's shape.
+        shape: our variable's shape (its slice's, with `within`).
         names: the Hugging Face tensor names: one, or one per stacked index.
         weight: the table row.
+        within: `(axis, start, stop)` of our variable this binding fills
+            (the row's `ours_part`), or None for all of it.
     """
 
     path: str
     shape: tuple
     names: tuple
     weight: Weight
+    within: tuple = None
+
+    def select(self, value):
+        """This binding's slice of our variable's whole `value`."""
+        if self.within is None:
+            return value
+        axis, start, stop = self.within
+        where = [slice(None)] * np.ndim(value)
+        where[axis] = slice(start, stop)
+        return value[tuple(where)]
 
     @property
     def stacked(self):
         return self.weight.stack_field is not None
+
+    @property
+    def plus(self):
+        """The name of the tensor folded in (`Weight.plus`), or None."""
+        if self.weight.plus is None:
+            return None
+        fields = self.weight.pattern().fullmatch(self.path).groupdict()
+        return self.weight.plus.format(**fields)
 
     def _piece_shape(self):
         if not self.stacked:
@@ -341,6 +425,22 @@ class Binding:
         for op in self.weight.ops:
             shape = tuple(op.shape(shape))
         return shape
+
+    def stored_shape(self):
+        """The stored shape of the fused tensor a `view` row fills (None
+        without a view)."""
+        if self.weight.view is None:
+            return None
+        shape = tuple(self.weight.view)
+        for op in self.weight.view_ops:
+            shape = tuple(op.shape(shape))
+        return shape
+
+    def fuse(self, view):
+        """The assembled `view` of a fused tensor, as stored (export)."""
+        for op in self.weight.view_ops:
+            view = op.forward(view)
+        return np.ascontiguousarray(view)
 
     def region(self):
         """`(axis, start, stop)` of the fused tensor it fills, or None."""
@@ -374,6 +474,13 @@ class Binding:
             start, stop = box[axis]
             box[axis] = (start + offset, stop + offset)
             box = tuple(box)
+        if self.weight.view is not None:
+            # The box of the view, then of the stored tensor.
+            shape = tuple(self.weight.view)
+            for op in self.weight.view_ops:
+                out_box, view_cut = op.source(tuple(box), shape)
+                cuts.append(view_cut)
+                shape, box = tuple(op.shape(shape)), out_box
 
         def cut(piece):
             for step in reversed(cuts):
@@ -391,6 +498,7 @@ class Binding:
 
     def to_theirs(self, value):
         """Our whole value -> `[(name, converted value)]` (export)."""
+        value = self.select(value)
         if not self.stacked:
             return [(self.names[0], self.convert(value))]
         axis = self.weight.stack_axis
@@ -398,6 +506,51 @@ class Binding:
             (name, self.convert(np.take(value, j, axis=axis)))
             for j, name in enumerate(self.names)
         ]
+
+
+def _bound(weight, match, path, shape, within=None):
+    fields = match.groupdict()
+    stack = weight.stack_field
+    if stack is None:
+        names = (weight.theirs.format(**fields),)
+    else:
+        names = tuple(
+            weight.theirs.format(**fields, **{stack: j})
+            for j in range(shape[weight.stack_axis])
+        )
+    return Binding(path, shape, names, weight, within)
+
+
+def _bound_parts(matches, path, shape):
+    """The bindings of the rows filling slices of one variable."""
+    parts = sorted(
+        [
+            (weight.ours_part, weight, match)
+            for weight, match in matches
+            if weight.ours_part is not None
+        ],
+        key=lambda part: part[0],
+    )
+    axis = parts[0][0][0]
+    position = 0
+    bindings = []
+    for (part_axis, start, stop), weight, match in parts:
+        if part_axis != axis or start != position or stop <= start:
+            raise ValueError(
+                f"The rows filling {path} {shape} (ours_part "
+                f"{[part for part, _, _ in parts]}) do not tile it along "
+                "one axis."
+            )
+        position = stop
+        sub = shape[:axis] + (stop - start,) + shape[axis + 1 :]
+        bindings.append(_bound(weight, match, path, sub, (axis, start, stop)))
+    if position != shape[axis]:
+        raise ValueError(
+            f"The rows filling {path} {shape} (ours_part "
+            f"{[part for part, _, _ in parts]}) cover {position} of its "
+            f"{shape[axis]} entries along axis {axis}."
+        )
+    return bindings
 
 
 def bind(weights, variables):
@@ -409,29 +562,26 @@ def bind(weights, variables):
 
     Returns:
         `(bindings, unmatched paths)`: one `Binding` per variable a row
-        matches (the first row that matches wins), and the paths no row
-        matches.
+        matches (the first row that matches wins), or one per slice for
+        rows with an `ours_part` (in order along the slices), and the paths
+        no row matches.
     """
     patterns = [(w, w.pattern()) for w in weights]
     bindings, unmatched = [], []
     for path, shape in variables:
         shape = tuple(int(d) for d in shape)
+        matches = []
         for weight, pattern in patterns:
             match = pattern.fullmatch(path)
             if match is None:
                 continue
-            fields = match.groupdict()
-            stack = weight.stack_field
-            if stack is None:
-                names = (weight.theirs.format(**fields),)
-            else:
-                count = shape[weight.stack_axis]
-                names = tuple(
-                    weight.theirs.format(**fields, **{stack: j})
-                    for j in range(count)
-                )
-            bindings.append(Binding(path, shape, names, weight))
-            break
+            if not matches and weight.ours_part is None:
+                bindings.append(_bound(weight, match, path, shape))
+                break
+            matches.append((weight, match))
         else:
-            unmatched.append(path)
+            if matches:
+                bindings.extend(_bound_parts(matches, path, shape))
+            else:
+                unmatched.append(path)
     return bindings, unmatched

@@ -36,6 +36,8 @@ class _Tensor:
         self.parts = []  # (binding, stack index or None, variable)
         self.shape = None
         self.dtype = None
+        # A binding whose `Weight.view` the parts fill (then stored).
+        self.view = None
 
     @property
     def nbytes(self):
@@ -70,6 +72,9 @@ def _plan_tensors(backbone, family):
             tensor.dtype = dtype_name(variable)
             if region is None:
                 tensor.shape = shape
+            elif binding.weight.view is not None:
+                tensor.view = binding
+                tensor.shape = binding.stored_shape()
             else:
                 axis, _, stop = region
                 full = list(shape)
@@ -77,6 +82,11 @@ def _plan_tensors(backbone, family):
                     stop, tensor.shape[axis] if tensor.shape else 0
                 )
                 tensor.shape = tuple(full)
+        if binding.plus is not None:
+            # Folded into this variable on import: written as zeros.
+            zeros = tensors.setdefault(binding.plus, _Tensor(binding.plus))
+            zeros.shape = (1, binding.shape[-1])
+            zeros.dtype = dtype_name(variable)
     return list(tensors.values())
 
 
@@ -95,10 +105,15 @@ def _whole(variable, active):
 
 def _assemble(tensor, active, cache):
     """The converted value of `tensor` (None on inactive processes)."""
+    if not tensor.parts:
+        # A tensor folded into a variable (`Weight.plus`).
+        if not active:
+            return None
+        return np.zeros(tensor.shape, numpy_dtype(tensor.dtype))
     if len(tensor.parts) == 1 and tensor.parts[0][1] is None:
         binding, _, variable = tensor.parts[0]
         value = _whole(variable, active)
-        return None if value is None else binding.convert(value)
+        return None if value is None else binding.convert(binding.select(value))
     out = None
     for binding, stack_index, variable in tensor.parts:
         # A stacked variable gives many tensors: keep its value for the
@@ -111,6 +126,7 @@ def _assemble(tensor, active, cache):
         value = cache["value"]
         if value is None:
             continue
+        value = binding.select(value)
         if stack_index is not None:
             axis = binding.weight.stack_axis
             piece = binding.convert(np.take(value, stack_index, axis=axis))
@@ -120,11 +136,14 @@ def _assemble(tensor, active, cache):
         if region is None:
             return piece
         if out is None:
-            out = np.zeros(tensor.shape, numpy_dtype(tensor.dtype))
+            shape = tensor.shape if tensor.view is None else binding.weight.view
+            out = np.zeros(shape, numpy_dtype(tensor.dtype))
         axis, start, stop = region
-        where = [slice(None)] * len(tensor.shape)
+        where = [slice(None)] * out.ndim
         where[axis] = slice(start, stop)
         out[tuple(where)] = piece
+    if tensor.view is not None and out is not None:
+        return tensor.view.fuse(out)
     return out
 
 

@@ -199,6 +199,10 @@ class HuggingFaceFamily:
         base_prefix: the prefix of the base model's tensors in a
             `...ForCausalLM` checkpoint; a checkpoint of the base model
             alone (no prefix) loads too. Table names carry it.
+        old_names: `(regex, replacement)` pairs: how older checkpoints
+            spell a table name (`LayerNorm.weight` as `LayerNorm.gamma`).
+            A name the checkpoint lacks is looked up under each
+            replacement (`re.sub`) in turn; export writes the table's.
     """
 
     model_type: object
@@ -211,6 +215,7 @@ class HuggingFaceFamily:
     ignored_fields: tuple = ()
     ignorable_tensors: tuple = ()
     base_prefix: str = "model."
+    old_names: tuple = ()
 
     @property
     def model_types(self):

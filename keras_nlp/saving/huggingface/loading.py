@@ -40,13 +40,27 @@ def huggingface_config(cls, directory):
 
 
 class _Source:
-    """What one variable is read from: its binding and tensor infos."""
+    """What one variable is read from: its binding and tensor infos (one
+    `(binding, infos)` pair per slice in `parts` when rows with an
+    `ours_part` fill it)."""
 
     def __init__(self, variable, binding, infos):
         self.variable = variable
         self.binding = binding
-        self.infos = infos
-        dtypes = sorted({info.dtype for info in infos})
+        self.parts = [(binding, infos)]
+        # The tensor whose first row is folded in (`Weight.plus`).
+        self.plus = None
+        self.infos = list(infos)
+        self._dtypes()
+
+    def add(self, binding, infos):
+        """Another slice of the variable."""
+        self.parts.append((binding, infos))
+        self.infos.extend(infos)
+        self._dtypes()
+
+    def _dtypes(self):
+        dtypes = sorted({info.dtype for info in self.infos})
         # `warn_lossy` and `check_finite` describe sources by these.
         self.dtype = dtypes[-1]
 
@@ -89,6 +103,8 @@ def match_checkpoint(model, family, config, checkpoint):
     used = set()
     sources = []
     fused = collections.defaultdict(list)
+    # The size along the parts' axis of fused tensors with a `view`.
+    views = {}
     for binding in bindings:
         variable = by_path[binding.path]
         names = [spell(n) for n in binding.names]
@@ -96,21 +112,26 @@ def match_checkpoint(model, family, config, checkpoint):
         region = binding.region()
         infos = []
         for name in names:
-            info = checkpoint.tensors.get(name)
+            info = _lookup(checkpoint, name, family.old_names)
             if info is None:
                 problems.append(
                     f"{name}: missing (for {binding.path}, expected shape "
                     f"{_their_shape(expected, region)})"
                 )
                 continue
+            name = info.name
             used.add(name)
             infos.append(info)
             if region is not None:
                 fused[name].append((binding.path, region))
-            if not _shape_fits(info.shape, expected, region):
+                if binding.weight.view is not None:
+                    views[name] = binding.weight.view[region[0]]
+            if not _fits(binding, info.shape, expected, region):
+                stored = binding.stored_shape()
                 problems.append(
                     f"{info.describe()} has shape {info.shape}, expected "
-                    f"{_their_shape(expected, region)} (for {binding.path} "
+                    f"{stored or _their_shape(expected, region)} (for "
+                    f"{binding.path} "
                     f"{tuple(variable.shape)})"
                 )
             elif not castable(info.dtype, dtype_name(variable)):
@@ -119,10 +140,18 @@ def match_checkpoint(model, family, config, checkpoint):
                     f"{variable.dtype} (or another floating dtype) for "
                     f"{binding.path}"
                 )
-        if len(infos) == len(names):
-            sources.append(_Source(variable, binding, infos))
+        plus = _plus_info(binding, spell, checkpoint, used, problems)
+        if len(infos) == len(names) and plus is not False:
+            if sources and sources[-1].variable is variable:
+                sources[-1].add(binding, infos)
+            else:
+                sources.append(_Source(variable, binding, infos))
+            if plus is not None:
+                sources[-1].plus = plus
     for name, parts in fused.items():
-        problems.extend(_tiling_problems(checkpoint.tensors[name], parts))
+        problems.extend(
+            _tiling_problems(checkpoint.tensors[name], parts, views.get(name))
+        )
     ignorable = [re.compile(p) for p in family.ignorable_tensors]
     extra = [
         name
@@ -143,6 +172,42 @@ def match_checkpoint(model, family, config, checkpoint):
             f"{listing(problems)}"
         )
     return sources
+
+
+def _lookup(checkpoint, name, old_names):
+    """The info of `name`, or of its first older spelling (the family's
+    `old_names`) the checkpoint has; None when neither."""
+    info = checkpoint.tensors.get(name)
+    for pattern, replacement in old_names:
+        if info is not None:
+            break
+        info = checkpoint.tensors.get(re.sub(pattern, replacement, name))
+    return info
+
+
+def _plus_info(binding, spell, checkpoint, used, problems):
+    """The info of the tensor `binding` folds in (`Weight.plus`): None
+    without one, False (with the problem listed) when it is missing or
+    mis-shaped."""
+    if binding.plus is None:
+        return None
+    name = spell(binding.plus)
+    info = checkpoint.tensors.get(name)
+    width = binding.shape[-1]
+    if info is None:
+        problems.append(
+            f"{name}: missing (its first row is added to {binding.path}; "
+            f"expected shape (>=1, {width}))"
+        )
+        return False
+    used.add(name)
+    if len(info.shape) != 2 or info.shape[0] < 1 or info.shape[1] != width:
+        problems.append(
+            f"{info.describe()} has shape {info.shape}, expected (>=1, "
+            f"{width}) (its first row is added to {binding.path})"
+        )
+        return False
+    return info
 
 
 def _their_shape(expected, region):
@@ -166,8 +231,21 @@ def _shape_fits(shape, expected, region):
     return True
 
 
-def _tiling_problems(info, parts):
+def _fits(binding, shape, expected, region):
+    """Whether a tensor of `shape` holds `binding`'s part."""
+    stored = binding.stored_shape()
+    if stored is None:
+        return _shape_fits(shape, expected, region)
+    # A part of a `view`: the view holds it, and is the tensor stored.
+    view = tuple(binding.weight.view)
+    return tuple(shape) == stored and _shape_fits(view, expected, region)
+
+
+def _tiling_problems(info, parts, size=None):
+    """Gaps or a shortfall in the `parts` of `info` along their axis (of
+    `size` when they tile a view of it)."""
     axis = parts[0][1][0]
+    size = info.shape[axis] if size is None else size
     spans = sorted((start, stop, path) for path, (_, start, stop) in parts)
     position = 0
     for start, stop, path in spans:
@@ -178,9 +256,9 @@ def _tiling_problems(info, parts):
                 f"at {start})"
             ]
         position = stop
-    if position != info.shape[axis]:
+    if position != size:
         return [
-            f"{info.describe()} has {info.shape[axis]} rows along axis "
+            f"{info.describe()} has {size} rows along axis "
             f"{axis}, its parts ({', '.join(p for _, _, p in spans)}) fill "
             f"{position}"
         ]
@@ -198,24 +276,47 @@ def _box(index, shape):
 
 
 def _reader(source, read, allow_nonfinite):
-    variable, binding = source.variable, source.binding
+    variable = source.variable
     target = numpy_dtype(variable.dtype)
-    names = {info.name: info for info in source.infos}
-    ordered = [info.name for info in source.infos]
+    shape = tuple(int(d) for d in variable.shape)
 
-    def read_box(index):
-        box = _box(index, binding.shape)
+    def read_binding(binding, infos, box):
         indices, their_box, cut = binding.plan(box)
         pieces = []
         for stack_index in indices:
-            name = ordered[0] if stack_index is None else ordered[stack_index]
-            piece = cut(read(names[name].name, their_box))
+            info = infos[0] if stack_index is None else infos[stack_index]
+            piece = cut(read(info.name, their_box))
+            if binding.plus is not None:
+                # Folded in as their model adds it (in float32 at least).
+                row = read(source.plus.name, ((0, 1), box[-1]))
+                dtype = np.result_type(piece.dtype, row.dtype, np.float32)
+                piece = piece.astype(dtype) + row.astype(dtype)
             with np.errstate(over="ignore"):
                 pieces.append(piece.astype(target, copy=False))
         if binding.stacked:
-            value = np.stack(pieces, axis=binding.weight.stack_axis)
+            return np.stack(pieces, axis=binding.weight.stack_axis)
+        return pieces[0]
+
+    def read_box(index):
+        box = _box(index, shape)
+        (binding, infos), *more = source.parts
+        if not more and binding.within is None:
+            value = read_binding(binding, infos, box)
         else:
-            value = pieces[0]
+            # Slices of the variable from different rows (`ours_part`):
+            # each fills its overlap with the box.
+            value = np.empty([stop - start for start, stop in box], target)
+            for binding, infos in source.parts:
+                axis, start, stop = binding.within
+                low, high = box[axis]
+                low, high = max(low, start), min(high, stop)
+                if low >= high:
+                    continue
+                sub = list(box)
+                sub[axis] = (low - start, high - start)
+                where = [slice(None)] * len(box)
+                where[axis] = slice(low - box[axis][0], high - box[axis][0])
+                value[tuple(where)] = read_binding(binding, infos, tuple(sub))
         if not allow_nonfinite:
             check_finite(value, variable, source)
         return np.ascontiguousarray(value)
@@ -260,7 +361,8 @@ def build_from_huggingface(
                     stacklevel=3,
                 )
                 for source in with_progress(sources, checkpoint.path, verbose):
-                    files = sorted({info.filename for info in source.infos})
+                    infos = source.infos + [source.plus] * bool(source.plus)
+                    files = sorted({info.filename for info in infos})
                     # One memory map per variable: its pages leave the
                     # process with it.
                     with checkpoint.reading(files) as read:

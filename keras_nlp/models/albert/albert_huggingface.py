@@ -1,0 +1,148 @@
+"""Hugging Face `albert` checkpoints.
+
+ALBERT shares its blocks: `num_hidden_groups` groups of `inner_group_num`
+blocks, group `g` running for layers `g * L / G` up to the next group's.
+Each shared block is one set of tensors
+(`albert.encoder.albert_layer_groups.{g}.albert_layers.{j}`), the
+backbone's `group_{g}_inner_layer_{j}` block. The pretraining heads
+(`predictions.*`, `sop_classifier.*`) are skipped.
+"""
+
+from keras_nlp.models.bert.bert_huggingface import ENCODER_IGNORED_FIELDS
+from keras_nlp.models.bert.bert_huggingface import POSITION_IDS
+from keras_nlp.models.bert.bert_huggingface import read_encoder
+from keras_nlp.models.bert.bert_huggingface import write_encoder
+from keras_nlp.saving.huggingface import HEADS_BIAS
+from keras_nlp.saving.huggingface import HEADS_KERNEL
+from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
+from keras_nlp.saving.huggingface import KERNEL
+from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import register_family
+
+
+def _from_hf(hf):
+    config = read_encoder(hf, 1e-12)
+    hf.expect(
+        "hidden_act",
+        ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"),
+        default="gelu_new",
+    )
+    groups = hf.get("num_hidden_groups", 1)
+    if config["num_layers"] % groups:
+        hf.unsupported(
+            "num_hidden_groups",
+            groups,
+            why=(
+                " (each group must run for the same number of layers; "
+                f"num_hidden_layers={config['num_layers']})"
+            ),
+        )
+    config.update(
+        embedding_dim=hf.get("embedding_size", 128),
+        num_groups=groups,
+        num_inner_repetitions=hf.get("inner_group_num", 1),
+        max_sequence_length=hf.get("max_position_embeddings", 512),
+        num_segments=hf.get("type_vocab_size", 2),
+    )
+    return config
+
+
+def _to_hf(config):
+    return {
+        **write_encoder(config, 1e-12),
+        "hidden_act": "gelu_new",
+        "embedding_size": config["embedding_dim"],
+        "num_hidden_groups": config["num_groups"],
+        "inner_group_num": config["num_inner_repetitions"],
+        "max_position_embeddings": config["max_sequence_length"],
+        "type_vocab_size": config["num_segments"],
+    }
+
+
+_BLOCK = "group_{g}_inner_layer_{j}/"
+_ATTENTION = _BLOCK + "self_attention_layer/"
+_LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.{j}."
+
+
+def _dense(ours, theirs, kernel_ops=KERNEL, bias_ops=()):
+    return [
+        Weight(ours + "/kernel", theirs + ".weight", kernel_ops),
+        Weight(ours + "/bias", theirs + ".bias", bias_ops),
+    ]
+
+
+def _norm(ours, theirs):
+    return [
+        Weight(ours + "/gamma", theirs + ".weight"),
+        Weight(ours + "/beta", theirs + ".bias"),
+    ]
+
+
+WEIGHTS = [
+    Weight(
+        "token_embedding/embeddings", "albert.embeddings.word_embeddings.weight"
+    ),
+    Weight(
+        "position_embedding/embeddings",
+        "albert.embeddings.position_embeddings.weight",
+    ),
+    Weight(
+        "segment_embedding/embeddings",
+        "albert.embeddings.token_type_embeddings.weight",
+    ),
+    *_norm("embeddings_layer_norm", "albert.embeddings.LayerNorm"),
+    *_dense(
+        "embedding_projection", "albert.encoder.embedding_hidden_mapping_in"
+    ),
+    *[
+        row
+        for name in ("query", "key", "value")
+        for row in _dense(
+            _ATTENTION + name,
+            _LAYER + "attention." + name,
+            HEADS_KERNEL,
+            HEADS_BIAS,
+        )
+    ],
+    *_dense(
+        _ATTENTION + "attention_output",
+        _LAYER + "attention.dense",
+        HEADS_OUTPUT_KERNEL,
+    ),
+    *_norm(
+        _BLOCK + "self_attention_layer_norm", _LAYER + "attention.LayerNorm"
+    ),
+    *_dense(_BLOCK + "feedforward_intermediate_dense", _LAYER + "ffn"),
+    *_dense(_BLOCK + "feedforward_output_dense", _LAYER + "ffn_output"),
+    *_norm(_BLOCK + "feedforward_layer_norm", _LAYER + "full_layer_layer_norm"),
+    *_dense("pooled_dense", "albert.pooler"),
+]
+
+ALBERT = register_family(
+    HuggingFaceFamily(
+        model_type="albert",
+        backbone="AlbertBackbone",
+        architectures=("AlbertModel",),
+        config_from_hf=_from_hf,
+        config_to_hf=_to_hf,
+        weights=WEIGHTS,
+        ignored_fields=(
+            *ENCODER_IGNORED_FIELDS,
+            "classifier_dropout_prob",
+            # Fields of the original TensorFlow configs that Hugging Face's
+            # ALBERT does not use.
+            "down_scale_factor",
+            "gap_size",
+            "net_structure_type",
+            "num_memory_blocks",
+        ),
+        ignorable_tensors=(
+            # The pretraining heads (masked LM, sentence order).
+            r"predictions\..*",
+            r"sop_classifier\..*",
+            r"(albert\.)?" + POSITION_IDS,
+        ),
+        base_prefix="albert.",
+    )
+)

@@ -1,0 +1,204 @@
+"""Hugging Face `bert` checkpoints (BERT, and sentence-transformers' BERTs).
+
+A `BertModel` checkpoint (no prefix) and a `BertForMaskedLM` or
+`BertForPreTraining` one (`bert.` prefix, plus the `cls.*` heads, which a
+backbone drops) both load; so do older checkpoints that name LayerNorm
+weights `gamma`/`beta`. Export writes `BertModel`'s tensors under the
+`bert.` prefix, which every BERT class of Hugging Face loads.
+
+`hidden_act="gelu"` (exact, erf-based GELU) loads into the backbone's
+tanh-approximated GELU, as keras-hub and Google's original BERT compute it:
+outputs differ from Hugging Face's by the approximation (about 1e-3
+relative). Export writes `hidden_act="gelu_new"`, the tanh approximation,
+so Hugging Face computes exactly what the backbone computes.
+"""
+
+from keras_nlp.saving.huggingface import HEADS_BIAS
+from keras_nlp.saving.huggingface import HEADS_KERNEL
+from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
+from keras_nlp.saving.huggingface import KERNEL
+from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import register_family
+
+# Hugging Face's names of the tanh-approximated GELU, and the exact one.
+TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
+GELUS = ("gelu", *TANH_GELUS)
+
+# Fields that only set training behaviour or bound the input.
+ENCODER_IGNORED_FIELDS = (
+    "attention_probs_dropout_prob",
+    "classifier_dropout",
+    "gradient_checkpointing",
+)
+# Older checkpoints (converted from TensorFlow) name LayerNorm weights
+# `gamma`/`beta`.
+LAYER_NORM_OLD_NAMES = (
+    (r"LayerNorm\.weight$", "LayerNorm.gamma"),
+    (r"LayerNorm\.bias$", "LayerNorm.beta"),
+)
+# Hugging Face's position-id buffer, saved by older versions.
+POSITION_IDS = r"embeddings\.position_ids"
+
+
+def encoder_block_weights(ours, theirs):
+    """The table of BERT-style encoder blocks.
+
+    Args:
+        ours: our block path, e.g. `"transformer_layer_{i}/"`.
+        theirs: their block name, e.g. `"bert.encoder.layer.{i}."`.
+    """
+    attention = ours + "self_attention_layer/"
+    rows = []
+    for name in ("query", "key", "value"):
+        rows += [
+            Weight(
+                attention + name + "/kernel",
+                theirs + f"attention.self.{name}.weight",
+                HEADS_KERNEL,
+            ),
+            Weight(
+                attention + name + "/bias",
+                theirs + f"attention.self.{name}.bias",
+                HEADS_BIAS,
+            ),
+        ]
+    return rows + [
+        Weight(
+            attention + "attention_output/kernel",
+            theirs + "attention.output.dense.weight",
+            HEADS_OUTPUT_KERNEL,
+        ),
+        Weight(
+            attention + "attention_output/bias",
+            theirs + "attention.output.dense.bias",
+        ),
+        Weight(
+            ours + "self_attention_layer_norm/gamma",
+            theirs + "attention.output.LayerNorm.weight",
+        ),
+        Weight(
+            ours + "self_attention_layer_norm/beta",
+            theirs + "attention.output.LayerNorm.bias",
+        ),
+        Weight(
+            ours + "feedforward_intermediate_dense/kernel",
+            theirs + "intermediate.dense.weight",
+            KERNEL,
+        ),
+        Weight(
+            ours + "feedforward_intermediate_dense/bias",
+            theirs + "intermediate.dense.bias",
+        ),
+        Weight(
+            ours + "feedforward_output_dense/kernel",
+            theirs + "output.dense.weight",
+            KERNEL,
+        ),
+        Weight(
+            ours + "feedforward_output_dense/bias",
+            theirs + "output.dense.bias",
+        ),
+        Weight(
+            ours + "feedforward_layer_norm/gamma",
+            theirs + "output.LayerNorm.weight",
+        ),
+        Weight(
+            ours + "feedforward_layer_norm/beta",
+            theirs + "output.LayerNorm.bias",
+        ),
+    ]
+
+
+def read_encoder(hf, layer_norm_epsilon):
+    """The arguments BERT-style encoders share, read from `hf`.
+
+    `layer_norm_epsilon` is the backbone's fixed epsilon; a checkpoint
+    with another `layer_norm_eps` is refused.
+    """
+    hf.expect("position_embedding_type", ("absolute",), default="absolute")
+    # A causal (decoder) BERT, or one with cross-attention.
+    hf.expect("is_decoder", (False,), default=False)
+    hf.expect("add_cross_attention", (False,), default=False)
+    epsilon = hf.get("layer_norm_eps", layer_norm_epsilon)
+    if epsilon != layer_norm_epsilon:
+        hf.unsupported("layer_norm_eps", epsilon, [layer_norm_epsilon])
+    return {
+        "vocabulary_size": hf.require("vocab_size"),
+        "num_layers": hf.require("num_hidden_layers"),
+        "num_heads": hf.require("num_attention_heads"),
+        "hidden_dim": hf.require("hidden_size"),
+        "intermediate_dim": hf.require("intermediate_size"),
+        "dropout": hf.get("hidden_dropout_prob", 0.1),
+    }
+
+
+def write_encoder(config, layer_norm_epsilon):
+    """`config.json` fields of the arguments `read_encoder` reads."""
+    return {
+        "vocab_size": config["vocabulary_size"],
+        "num_hidden_layers": config["num_layers"],
+        "num_attention_heads": config["num_heads"],
+        "hidden_size": config["hidden_dim"],
+        "intermediate_size": config["intermediate_dim"],
+        "hidden_dropout_prob": config["dropout"],
+        "attention_probs_dropout_prob": config["dropout"],
+        "layer_norm_eps": layer_norm_epsilon,
+        "position_embedding_type": "absolute",
+    }
+
+
+def _from_hf(hf):
+    config = read_encoder(hf, 1e-12)
+    hf.expect("hidden_act", GELUS, default="gelu")
+    config["max_sequence_length"] = hf.get("max_position_embeddings", 512)
+    config["num_segments"] = hf.get("type_vocab_size", 2)
+    return config
+
+
+def _to_hf(config):
+    return {
+        **write_encoder(config, 1e-12),
+        "hidden_act": "gelu_new",
+        "max_position_embeddings": config["max_sequence_length"],
+        "type_vocab_size": config["num_segments"],
+    }
+
+
+WEIGHTS = [
+    Weight(
+        "token_embedding/embeddings", "bert.embeddings.word_embeddings.weight"
+    ),
+    Weight(
+        "position_embedding/embeddings",
+        "bert.embeddings.position_embeddings.weight",
+    ),
+    Weight(
+        "segment_embedding/embeddings",
+        "bert.embeddings.token_type_embeddings.weight",
+    ),
+    Weight("embeddings_layer_norm/gamma", "bert.embeddings.LayerNorm.weight"),
+    Weight("embeddings_layer_norm/beta", "bert.embeddings.LayerNorm.bias"),
+    *encoder_block_weights("transformer_layer_{i}/", "bert.encoder.layer.{i}."),
+    Weight("pooled_dense/kernel", "bert.pooler.dense.weight", KERNEL),
+    Weight("pooled_dense/bias", "bert.pooler.dense.bias"),
+]
+
+BERT = register_family(
+    HuggingFaceFamily(
+        model_type="bert",
+        backbone="BertBackbone",
+        architectures=("BertModel",),
+        config_from_hf=_from_hf,
+        config_to_hf=_to_hf,
+        weights=WEIGHTS,
+        ignored_fields=ENCODER_IGNORED_FIELDS,
+        ignorable_tensors=(
+            # The pretraining heads (masked LM, next sentence).
+            r"cls\..*",
+            r"(bert\.)?" + POSITION_IDS,
+        ),
+        base_prefix="bert.",
+        old_names=LAYER_NORM_OLD_NAMES,
+    )
+)

@@ -1,0 +1,171 @@
+"""Hugging Face `opt` checkpoints (OPT 125M to 66B, but not 350M).
+
+Separate query/key/value projections with biases, `fc1`/`fc2` and
+pre-LayerNorm blocks, as our backbone. `embed_positions` has two rows more
+than positions (fairseq's padding offset): our table is its rows from 2 on,
+and export writes the two leading rows as zeros.
+
+One difference in meaning: `transformers` counts a row's positions from its
+first unpadded token, our backbone (like keras-hub) from its first token.
+Outputs agree on unpadded and right-padded inputs; on left-padded ones the
+real tokens see shifted positions.
+
+OPT-350M (`do_layer_norm_before=false`, `word_embed_proj_dim` smaller than
+`hidden_size`) has post-LayerNorm blocks and embedding projections our
+backbone does not build: it raises naming the field.
+
+keras-hub has no Hugging Face loader for OPT: the tests write checkpoints
+from keras-hub's `OPTBackbone` with `transformers`' names and layouts and
+compare against that model (`tests/saving/test_huggingface_opt.py`).
+"""
+
+from keras_nlp.saving.huggingface import HEADS_BIAS
+from keras_nlp.saving.huggingface import HEADS_KERNEL
+from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
+from keras_nlp.saving.huggingface import KERNEL
+from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import Pad
+from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import register_family
+
+_BLOCK = "transformer_layer_{i}/"
+_LAYER = "model.decoder.layers.{i}."
+# fairseq's position offset: HF's row `p + 2` is position `p`.
+POSITION_OFFSET = 2
+
+WEIGHTS = [
+    Weight(
+        "embeddings/token_embedding/embeddings",
+        "model.decoder.embed_tokens.weight",
+    ),
+    Weight(
+        "embeddings/position_embedding/embeddings",
+        "model.decoder.embed_positions.weight",
+        (Pad(0, POSITION_OFFSET),),
+    ),
+    *[
+        row
+        for ours, theirs in (
+            ("query", "q_proj"),
+            ("key", "k_proj"),
+            ("value", "v_proj"),
+        )
+        for row in (
+            Weight(
+                _BLOCK + f"self_attention/{ours}/kernel",
+                _LAYER + f"self_attn.{theirs}.weight",
+                HEADS_KERNEL,
+            ),
+            Weight(
+                _BLOCK + f"self_attention/{ours}/bias",
+                _LAYER + f"self_attn.{theirs}.bias",
+                HEADS_BIAS,
+            ),
+        )
+    ],
+    Weight(
+        _BLOCK + "self_attention/attention_output/kernel",
+        _LAYER + "self_attn.out_proj.weight",
+        HEADS_OUTPUT_KERNEL,
+    ),
+    Weight(
+        _BLOCK + "self_attention/attention_output/bias",
+        _LAYER + "self_attn.out_proj.bias",
+    ),
+    Weight(
+        _BLOCK + "self_attention_layer_norm/gamma",
+        _LAYER + "self_attn_layer_norm.weight",
+    ),
+    Weight(
+        _BLOCK + "self_attention_layer_norm/beta",
+        _LAYER + "self_attn_layer_norm.bias",
+    ),
+    Weight(
+        _BLOCK + "feedforward_layer_norm/gamma",
+        _LAYER + "final_layer_norm.weight",
+    ),
+    Weight(
+        _BLOCK + "feedforward_layer_norm/beta",
+        _LAYER + "final_layer_norm.bias",
+    ),
+    Weight(
+        _BLOCK + "feedforward_intermediate_dense/kernel",
+        _LAYER + "fc1.weight",
+        KERNEL,
+    ),
+    Weight(_BLOCK + "feedforward_intermediate_dense/bias", _LAYER + "fc1.bias"),
+    Weight(
+        _BLOCK + "feedforward_output_dense/kernel",
+        _LAYER + "fc2.weight",
+        KERNEL,
+    ),
+    Weight(_BLOCK + "feedforward_output_dense/bias", _LAYER + "fc2.bias"),
+    Weight("layer_norm/gamma", "model.decoder.final_layer_norm.weight"),
+    Weight("layer_norm/beta", "model.decoder.final_layer_norm.bias"),
+]
+
+
+def _from_hf(hf):
+    hidden = hf.require("hidden_size")
+    hf.expect("do_layer_norm_before", (True,), default=True)
+    hf.expect("_remove_final_layer_norm", (False,), default=False)
+    hf.expect("enable_bias", (True,), default=True)
+    hf.expect("layer_norm_elementwise_affine", (True,), default=True)
+    hf.expect("activation_function", ("relu",), default="relu")
+    hf.expect("tie_word_embeddings", (True,), default=True)
+    projection = hf.get("word_embed_proj_dim", hidden)
+    if projection != hidden:
+        hf.unsupported(
+            "word_embed_proj_dim",
+            projection,
+            [hidden],
+            why=" (embedding projections project_in/project_out)",
+        )
+    return {
+        "vocabulary_size": hf.require("vocab_size"),
+        "num_layers": hf.require("num_hidden_layers"),
+        "num_heads": hf.require("num_attention_heads"),
+        "hidden_dim": hidden,
+        "intermediate_dim": hf.require("ffn_dim"),
+        "dropout": hf.get("dropout", 0.1),
+        "max_sequence_length": hf.require("max_position_embeddings"),
+    }
+
+
+def _to_hf(config):
+    return {
+        "vocab_size": config["vocabulary_size"],
+        "num_hidden_layers": config["num_layers"],
+        "num_attention_heads": config["num_heads"],
+        "hidden_size": config["hidden_dim"],
+        "word_embed_proj_dim": config["hidden_dim"],
+        "ffn_dim": config["intermediate_dim"],
+        "max_position_embeddings": config["max_sequence_length"],
+        "dropout": config["dropout"],
+        "activation_function": "relu",
+        "do_layer_norm_before": True,
+        "_remove_final_layer_norm": False,
+        "enable_bias": True,
+        "layer_norm_elementwise_affine": True,
+        "tie_word_embeddings": True,
+    }
+
+
+OPT = register_family(
+    HuggingFaceFamily(
+        model_type="opt",
+        backbone="OPTBackbone",
+        architectures=("OPTForCausalLM",),
+        config_from_hf=_from_hf,
+        config_to_hf=_to_hf,
+        weights=WEIGHTS,
+        ignored_fields=(
+            # Training only: our one rate is `dropout`.
+            "attention_dropout",
+            "activation_dropout",
+            "layerdrop",
+            "init_std",
+        ),
+        ignorable_tensors=(r"lm_head\.weight",),
+    )
+)

@@ -1,0 +1,102 @@
+"""Hugging Face `qwen3_moe` checkpoints (Qwen 3 30B-A3B, 235B-A22B, ...).
+
+Qwen 3's attention (query/key norms, no biases, free `head_dim`) with a
+mixture of experts in the sparse blocks: a router `mlp.gate` and
+per-expert `gate_proj`/`up_proj`/`down_proj`, the gate and up halves of
+our fused expert kernel filled from their tensors (`ours_part`). Blocks
+left dense by `decoder_sparse_step` or `mlp_only_layers` have
+`mlp.*_proj`.
+
+The query/key norms of `Qwen3MoeBackbone` use epsilon `1e-6` (keras-hub's
+choice) where `transformers` uses `rms_norm_eps`, which is `1e-6` in the
+released configs; for another value the difference is a few ulps of
+float32 for weights of usual scale.
+
+`output_router_logits` is not read: it only decides whether Hugging
+Face's forward returns the router logits (and the load-balancing loss).
+"""
+
+from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
+from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
+from keras_nlp.models.llama.llama_huggingface import read_llama_style
+from keras_nlp.models.llama.llama_huggingface import write_llama_style
+from keras_nlp.models.qwen.qwen_huggingface import DEFAULT_WINDOW
+from keras_nlp.models.qwen3.qwen3_huggingface import QWEN3_WEIGHTS
+from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import DENSE_BLOCK
+from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import MOE_BLOCK
+from keras_nlp.models.qwen_moe.qwen_moe_huggingface import dense_block_weights
+from keras_nlp.models.qwen_moe.qwen_moe_huggingface import expert_weights
+from keras_nlp.models.qwen_moe.qwen_moe_huggingface import read_sparsity
+from keras_nlp.models.qwen_moe.qwen_moe_huggingface import write_sparsity
+from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import read_rope
+from keras_nlp.saving.huggingface.fields import read_window
+from keras_nlp.saving.huggingface.fields import write_rope
+from keras_nlp.saving.huggingface.fields import write_window
+
+
+def _weights(config):
+    return [
+        # Attention (with query/key norms), block norms and embeddings;
+        # its dense feed-forward rows match nothing here.
+        *QWEN3_WEIGHTS,
+        *expert_weights(MOE_BLOCK, config["moe_intermediate_dim"]),
+        *dense_block_weights(DENSE_BLOCK),
+    ]
+
+
+def _from_hf(hf):
+    config = read_llama_style(hf)
+    hf.expect("attention_bias", (False,), default=False)
+    theta, _, rope = read_rope(hf, ("default", "linear"))
+    config["rope_max_wavelength"] = theta
+    config["rope_scaling_factor"] = rope.get("factor", 1.0)
+    # Hugging Face's Qwen3MoeConfig defaults.
+    config["head_dim"] = hf.get("head_dim", 128)
+    config["num_experts"] = hf.get("num_experts", 128)
+    config["moe_intermediate_dim"] = hf.get("moe_intermediate_size", 768)
+    config.update(read_sparsity(hf))
+    config["tie_word_embeddings"] = hf.get("tie_word_embeddings", False)
+    config["sliding_window_size"] = read_window(hf, config["num_layers"])
+    return config
+
+
+def _to_hf(config):
+    factor = config["rope_scaling_factor"]
+    kind = "default" if factor == 1.0 else "linear"
+    head_dim = config["head_dim"]
+    return {
+        **write_llama_style(config),
+        **write_rope(
+            config["rope_max_wavelength"],
+            kind,
+            {"factor": factor} if kind == "linear" else None,
+        ),
+        **write_window(
+            config["sliding_window_size"], config["num_layers"], DEFAULT_WINDOW
+        ),
+        **write_sparsity(config),
+        "head_dim": (
+            config["hidden_dim"] // config["num_query_heads"]
+            if head_dim is None
+            else head_dim
+        ),
+        "attention_bias": False,
+        "tie_word_embeddings": config["tie_word_embeddings"],
+        "max_position_embeddings": 40960,
+    }
+
+
+QWEN3_MOE = register_family(
+    HuggingFaceFamily(
+        model_type="qwen3_moe",
+        backbone="Qwen3MoeBackbone",
+        architectures=("Qwen3MoeForCausalLM",),
+        config_from_hf=_from_hf,
+        config_to_hf=_to_hf,
+        weights=_weights,
+        ignored_fields=(*LLAMA_STYLE_IGNORED_FIELDS, "output_router_logits"),
+        ignorable_tensors=LLAMA_STYLE_IGNORABLE,
+    )
+)

@@ -1,0 +1,202 @@
+"""Hugging Face `qwen2_moe` checkpoints (Qwen 1.5 MoE, Qwen 2 MoE).
+
+Qwen 2's attention (biases on query, key and value) with a mixture of
+experts in the sparse blocks: a router `mlp.gate`, per-expert
+`gate_proj`/`up_proj`/`down_proj`, and a shared expert scaled by the
+sigmoid of `mlp.shared_expert_gate`. Our experts hold the gate and up
+projections in one `(experts, hidden, 2 * moe_intermediate_dim)` kernel,
+the gate half first: each half is filled from the per-expert tensors
+(`ours_part`), stacked along the expert axis. Blocks left dense by
+`decoder_sparse_step` or `mlp_only_layers` have Qwen 2's `mlp.*_proj`.
+
+`output_router_logits` is not read: it decides whether Hugging Face's
+forward returns the router logits (and adds the load-balancing loss), not
+any hidden state; ours adds that loss in training, weighted by
+`router_aux_loss_coefficient`.
+"""
+
+from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
+from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
+from keras_nlp.models.llama.llama_huggingface import check_head_dim
+from keras_nlp.models.llama.llama_huggingface import read_llama_style
+from keras_nlp.models.llama.llama_huggingface import write_llama_style
+from keras_nlp.models.qwen.qwen_huggingface import DEFAULT_WINDOW
+from keras_nlp.models.qwen.qwen_huggingface import QWEN_WEIGHTS
+from keras_nlp.models.qwen_moe.qwen_moe_backbone import DENSE_BLOCK
+from keras_nlp.models.qwen_moe.qwen_moe_backbone import MOE_BLOCK
+from keras_nlp.saving.huggingface import KERNEL
+from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import read_rope
+from keras_nlp.saving.huggingface.fields import read_window
+from keras_nlp.saving.huggingface.fields import write_rope
+from keras_nlp.saving.huggingface.fields import write_window
+
+_LAYER = "model.layers.{i}."
+_SWIGLU = (
+    ("feedforward_gate_dense", "gate_proj"),
+    ("feedforward_intermediate_dense", "up_proj"),
+    ("feedforward_output_dense", "down_proj"),
+)
+
+
+def dense_block_weights(block):
+    """The rows of a dense SwiGLU named `block` (a `GatedFeedForward`) in a
+    mixed decoder: Hugging Face's `mlp.{gate,up,down}_proj`."""
+    return [
+        Weight(
+            f"transformer_layer_{{i}}/{block}/{ours}/kernel",
+            _LAYER + f"mlp.{theirs}.weight",
+            KERNEL,
+        )
+        for ours, theirs in _SWIGLU
+    ]
+
+
+def expert_weights(block, width):
+    """The rows of a `SparseMoE` named `block` whose experts fuse gate and
+    up (`fused_gate_intermediate=True`, gate first) of `width` each: the
+    router `mlp.gate` and the per-expert `mlp.experts.{e}.*_proj`."""
+    prefix = f"transformer_layer_{{i}}/{block}/"
+    fused = prefix + "experts/expert_feedforward_gate_dense"
+    experts = _LAYER + "mlp.experts.{e}."
+    return [
+        Weight(
+            prefix + "sparse_feedforward_gate_dense/kernel",
+            _LAYER + "mlp.gate.weight",
+            KERNEL,
+        ),
+        Weight(
+            fused,
+            experts + "gate_proj.weight",
+            KERNEL,
+            stack_axis=0,
+            ours_part=(2, 0, width),
+        ),
+        Weight(
+            fused,
+            experts + "up_proj.weight",
+            KERNEL,
+            stack_axis=0,
+            ours_part=(2, width, 2 * width),
+        ),
+        Weight(
+            prefix + "experts/expert_feedforward_output_dense",
+            experts + "down_proj.weight",
+            KERNEL,
+            stack_axis=0,
+        ),
+    ]
+
+
+def _weights(config):
+    shared = f"transformer_layer_{{i}}/{MOE_BLOCK}/"
+    return [
+        # Attention (with biases), norms and embeddings; its dense
+        # feed-forward rows match nothing here.
+        *QWEN_WEIGHTS,
+        *expert_weights(MOE_BLOCK, config["moe_intermediate_dim"]),
+        *(
+            Weight(
+                shared + f"shared_expert_dense/{ours}/kernel",
+                _LAYER + f"mlp.shared_expert.{theirs}.weight",
+                KERNEL,
+            )
+            for ours, theirs in _SWIGLU
+        ),
+        Weight(
+            shared + "shared_expert_gate_dense/kernel",
+            _LAYER + "mlp.shared_expert_gate.weight",
+            KERNEL,
+        ),
+        *dense_block_weights(DENSE_BLOCK),
+    ]
+
+
+def read_sparsity(hf):
+    """The mixture-of-experts arguments both Qwen MoE families share, with
+    Hugging Face's defaults (Qwen2MoeConfig's and Qwen3MoeConfig's)."""
+    return {
+        "top_k": hf.get("num_experts_per_tok", 4),
+        "norm_top_k_prob": hf.get("norm_topk_prob", False),
+        "decoder_sparse_step": hf.get("decoder_sparse_step", 1),
+        "mlp_only_layers": list(hf.get("mlp_only_layers", [])),
+        "router_aux_loss_coefficient": hf.get("router_aux_loss_coef", 0.001),
+    }
+
+
+def write_sparsity(config):
+    """`config.json` fields of the arguments `read_sparsity` reads."""
+    return {
+        "num_experts": config["num_experts"],
+        "moe_intermediate_size": config["moe_intermediate_dim"],
+        "num_experts_per_tok": config["top_k"],
+        "norm_topk_prob": config["norm_top_k_prob"],
+        "decoder_sparse_step": config["decoder_sparse_step"],
+        "mlp_only_layers": list(config["mlp_only_layers"] or []),
+        "router_aux_loss_coef": config["router_aux_loss_coefficient"],
+        "output_router_logits": False,
+    }
+
+
+def _from_hf(hf):
+    config = read_llama_style(hf)
+    check_head_dim(hf, config)
+    # Newer configs spell out the attention biases Qwen 2 MoE always has.
+    hf.expect("qkv_bias", (True,), default=True)
+    theta, _, rope = read_rope(hf, ("default", "linear"))
+    config["rope_max_wavelength"] = theta
+    config["rope_scaling_factor"] = rope.get("factor", 1.0)
+    # Hugging Face's Qwen2MoeConfig defaults.
+    config["num_experts"] = hf.get("num_experts", 60)
+    config["moe_intermediate_dim"] = hf.get("moe_intermediate_size", 1408)
+    config["shared_expert_intermediate_dim"] = hf.get(
+        "shared_expert_intermediate_size", 5632
+    )
+    config.update(read_sparsity(hf))
+    config["tie_word_embeddings"] = hf.get("tie_word_embeddings", False)
+    window = read_window(hf, config["num_layers"])
+    config["use_sliding_window_attention"] = window is not None
+    if window is not None:
+        config["sliding_window_size"] = window
+    return config
+
+
+def _to_hf(config):
+    factor = config["rope_scaling_factor"]
+    kind = "default" if factor == 1.0 else "linear"
+    window = (
+        config["sliding_window_size"]
+        if config["use_sliding_window_attention"]
+        else None
+    )
+    return {
+        **write_llama_style(config),
+        **write_rope(
+            config["rope_max_wavelength"],
+            kind,
+            {"factor": factor} if kind == "linear" else None,
+        ),
+        **write_window(window, config["num_layers"], DEFAULT_WINDOW),
+        **write_sparsity(config),
+        "shared_expert_intermediate_size": config[
+            "shared_expert_intermediate_dim"
+        ],
+        "tie_word_embeddings": config["tie_word_embeddings"],
+        "max_position_embeddings": 8192,
+    }
+
+
+QWEN2_MOE = register_family(
+    HuggingFaceFamily(
+        model_type="qwen2_moe",
+        backbone="QwenMoeBackbone",
+        architectures=("Qwen2MoeForCausalLM",),
+        config_from_hf=_from_hf,
+        config_to_hf=_to_hf,
+        weights=_weights,
+        ignored_fields=(*LLAMA_STYLE_IGNORED_FIELDS, "output_router_logits"),
+        ignorable_tensors=LLAMA_STYLE_IGNORABLE,
+    )
+)

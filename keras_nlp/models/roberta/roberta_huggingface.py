@@ -1,0 +1,109 @@
+"""Hugging Face `roberta` checkpoints.
+
+Hugging Face's position table has `pad_token_id + 1` (= 2) rows before the
+first position, which the backbone does not have: import skips them,
+export writes them as zeros (`max_position_embeddings` is
+`max_sequence_length + 2`). Hugging Face counts positions over the
+non-padding tokens only; the backbone, like keras-hub's, counts from the
+first token, which is the same for right-padded (or unpadded) inputs.
+
+RoBERTa adds the token-type embedding of type 0 (`type_vocab_size` is 1)
+to every token; it is folded into the position table on import (the
+original checkpoints hold zeros there, fine-tuned ones need not) and
+written as zeros on export. The pooler (`RobertaModel`) and the masked-LM
+head (`lm_head.*`) are not the backbone's and are skipped.
+"""
+
+from keras_nlp.models.bert.bert_huggingface import ENCODER_IGNORED_FIELDS
+from keras_nlp.models.bert.bert_huggingface import LAYER_NORM_OLD_NAMES
+from keras_nlp.models.bert.bert_huggingface import POSITION_IDS
+from keras_nlp.models.bert.bert_huggingface import encoder_block_weights
+from keras_nlp.models.bert.bert_huggingface import read_encoder
+from keras_nlp.models.bert.bert_huggingface import write_encoder
+from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import Pad
+from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import register_family
+
+# Hugging Face's padding id, and so its position offset (padding id + 1).
+PAD_TOKEN_ID = 1
+POSITION_OFFSET = PAD_TOKEN_ID + 1
+
+
+def read_roberta_style(hf):
+    """Our RoBERTa arguments from `hf` (RoBERTa and XLM-RoBERTa)."""
+    config = read_encoder(hf, 1e-5)
+    hf.expect("hidden_act", ("gelu",), default="gelu")
+    # Positions start after the padding id's row.
+    hf.expect("pad_token_id", (PAD_TOKEN_ID,), default=PAD_TOKEN_ID)
+    rows = hf.get("max_position_embeddings", 514)
+    if rows <= POSITION_OFFSET:
+        hf.unsupported(
+            "max_position_embeddings",
+            rows,
+            why=f" (its first {POSITION_OFFSET} rows are not positions)",
+        )
+    config["max_sequence_length"] = rows - POSITION_OFFSET
+    hf.get("type_vocab_size", 1)  # Only type 0 is used: its row is folded.
+    return config
+
+
+def write_roberta_style(config):
+    """`config.json` fields of the arguments `read_roberta_style` reads."""
+    return {
+        **write_encoder(config, 1e-5),
+        "hidden_act": "gelu",
+        "pad_token_id": PAD_TOKEN_ID,
+        "max_position_embeddings": (
+            config["max_sequence_length"] + POSITION_OFFSET
+        ),
+        "type_vocab_size": 1,
+    }
+
+
+def roberta_style_weights(prefix):
+    """The tensor table, their names under `prefix` (`"roberta."`)."""
+    embeddings = prefix + "embeddings."
+    return [
+        Weight(
+            "embeddings/token_embedding/embeddings",
+            embeddings + "word_embeddings.weight",
+        ),
+        Weight(
+            "embeddings/position_embedding/embeddings",
+            embeddings + "position_embeddings.weight",
+            (Pad(0, POSITION_OFFSET),),
+            plus=embeddings + "token_type_embeddings.weight",
+        ),
+        Weight("embeddings_layer_norm/gamma", embeddings + "LayerNorm.weight"),
+        Weight("embeddings_layer_norm/beta", embeddings + "LayerNorm.bias"),
+        *encoder_block_weights(
+            "transformer_layer_{i}/", prefix + "encoder.layer.{i}."
+        ),
+    ]
+
+
+def roberta_style_ignorable(prefix):
+    """Tensors of Hugging Face's RoBERTa classes a backbone skips."""
+    return (
+        rf"({prefix})?pooler\.dense\.(weight|bias)",
+        r"lm_head\..*",
+        r"classifier\..*",
+        rf"({prefix})?{POSITION_IDS}",
+    )
+
+
+ROBERTA = register_family(
+    HuggingFaceFamily(
+        model_type="roberta",
+        backbone="RobertaBackbone",
+        architectures=("RobertaModel",),
+        config_from_hf=read_roberta_style,
+        config_to_hf=write_roberta_style,
+        weights=roberta_style_weights("roberta."),
+        ignored_fields=ENCODER_IGNORED_FIELDS,
+        ignorable_tensors=roberta_style_ignorable(r"roberta\."),
+        base_prefix="roberta.",
+        old_names=LAYER_NORM_OLD_NAMES,
+    )
+)

@@ -1,0 +1,218 @@
+"""Hugging Face `bert` checkpoints against keras-hub's loader.
+
+keras-hub has no BERT exporter: the checkpoint is written from a keras-hub
+backbone under the names keras-hub's `convert_bert` reads (PyTorch
+layouts), as a `BertForPreTraining` checkpoint: `bert.` prefix, the
+pretraining heads (`cls.*`) and the `position_ids` buffer, which a
+backbone ignores, and TensorFlow-era `gamma`/`beta` LayerNorm names.
+"""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from keras_nlp.models import Backbone
+from keras_nlp.saving.huggingface import huggingface_config
+from keras_nlp.saving.preset_files import PresetError
+from tests.models.backbone_checks import output_arrays
+from tests.models.backbone_checks import random_inputs
+from tests.saving.huggingface_checkpoints import HFCase
+from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import real_outputs
+from tests.saving.huggingface_checkpoints import tensor_writer
+
+
+def numpy(variable):
+    return keras.ops.convert_to_numpy(variable)
+
+
+def heads_kernel(dense):
+    """A `(hidden, heads, head_dim)` kernel as PyTorch's `(out, in)`."""
+    kernel = numpy(dense.kernel)
+    return kernel.reshape(kernel.shape[0], -1).T
+
+
+def dense_kernel(dense):
+    return numpy(dense.kernel).T
+
+
+def encoder_block_tensors(block, prefix, gamma="weight", beta="bias"):
+    """A keras-hub `TransformerEncoder`'s tensors under BERT's names."""
+    attention = block._self_attention_layer
+    output = numpy(attention.output_dense.kernel)
+    tensors = {
+        prefix + "attention.output.dense.weight": (
+            output.reshape(-1, output.shape[-1]).T
+        ),
+        prefix + "attention.output.dense.bias": attention.output_dense.bias,
+        prefix + f"attention.output.LayerNorm.{gamma}": (
+            block._self_attention_layer_norm.gamma
+        ),
+        prefix + f"attention.output.LayerNorm.{beta}": (
+            block._self_attention_layer_norm.beta
+        ),
+        prefix + "intermediate.dense.weight": dense_kernel(
+            block._feedforward_intermediate_dense
+        ),
+        prefix + "intermediate.dense.bias": (
+            block._feedforward_intermediate_dense.bias
+        ),
+        prefix + "output.dense.weight": dense_kernel(
+            block._feedforward_output_dense
+        ),
+        prefix + "output.dense.bias": block._feedforward_output_dense.bias,
+        prefix + f"output.LayerNorm.{gamma}": (
+            block._feedforward_layer_norm.gamma
+        ),
+        prefix + f"output.LayerNorm.{beta}": block._feedforward_layer_norm.beta,
+    }
+    for name in ("query", "key", "value"):
+        dense = getattr(attention, f"{name}_dense")
+        tensors[prefix + f"attention.self.{name}.weight"] = heads_kernel(dense)
+        tensors[prefix + f"attention.self.{name}.bias"] = numpy(
+            dense.bias
+        ).reshape(-1)
+    return tensors
+
+
+def encoder_config(oracle, **fields):
+    """The `config.json` fields BERT-style encoders share."""
+    return {
+        "vocab_size": oracle.vocabulary_size,
+        "num_hidden_layers": oracle.num_layers,
+        "num_attention_heads": oracle.num_heads,
+        "hidden_size": oracle.hidden_dim,
+        "intermediate_size": oracle.intermediate_dim,
+        "hidden_dropout_prob": 0.1,
+        "attention_probs_dropout_prob": 0.1,
+        "initializer_range": 0.02,
+        "pad_token_id": 0,
+        "position_embedding_type": "absolute",
+        "torch_dtype": "float32",
+        "transformers_version": "4.40.0",
+        **fields,
+    }
+
+
+def segment_inputs(vocabulary_size):
+    return random_inputs(vocabulary_size, length=10, num_segments=2)
+
+
+def sequence_and_pooled(inputs, outputs):
+    """The real tokens' outputs and the pooled outputs, as rows."""
+    pooled = output_arrays(outputs)["pooled_output"]
+    return np.concatenate([real_outputs(inputs, outputs), pooled])
+
+
+def _bert_config(oracle):
+    return encoder_config(
+        oracle,
+        model_type="bert",
+        architectures=["BertForPreTraining"],
+        hidden_act="gelu",
+        layer_norm_eps=1e-12,
+        max_position_embeddings=oracle.max_sequence_length,
+        type_vocab_size=oracle.num_segments,
+        use_cache=True,
+        classifier_dropout=None,
+    )
+
+
+def _bert_tensors(oracle):
+    rng = np.random.default_rng(1)
+    hidden = oracle.hidden_dim
+    embeddings = "bert.embeddings."
+    tensors = {
+        embeddings + "word_embeddings.weight": (
+            oracle.get_layer("token_embedding").embeddings
+        ),
+        embeddings + "position_embeddings.weight": (
+            oracle.get_layer("position_embedding").position_embeddings
+        ),
+        embeddings + "token_type_embeddings.weight": (
+            oracle.get_layer("segment_embedding").embeddings
+        ),
+        embeddings + "LayerNorm.gamma": (
+            oracle.get_layer("embeddings_layer_norm").gamma
+        ),
+        embeddings + "LayerNorm.beta": (
+            oracle.get_layer("embeddings_layer_norm").beta
+        ),
+        embeddings + "position_ids": np.arange(
+            oracle.max_sequence_length, dtype="int64"
+        )[None],
+        "bert.pooler.dense.weight": dense_kernel(
+            oracle.get_layer("pooled_dense")
+        ),
+        "bert.pooler.dense.bias": oracle.get_layer("pooled_dense").bias,
+        # The pretraining heads: not the backbone's.
+        "cls.predictions.bias": np.zeros(oracle.vocabulary_size, "float32"),
+        "cls.predictions.transform.dense.weight": rng.normal(
+            size=(hidden, hidden)
+        ).astype("float32"),
+        "cls.seq_relationship.weight": rng.normal(size=(2, hidden)).astype(
+            "float32"
+        ),
+    }
+    for i in range(oracle.num_layers):
+        tensors.update(
+            encoder_block_tensors(
+                oracle.get_layer(f"transformer_layer_{i}"),
+                f"bert.encoder.layer.{i}.",
+                gamma="gamma",
+                beta="beta",
+            )
+        )
+    return tensors
+
+
+class TestBertCheckpoints(HuggingFaceFamilyTests):
+    cases = [
+        HFCase(
+            "bert_pretraining",
+            "BertBackbone",
+            dict(
+                vocabulary_size=64,
+                num_layers=2,
+                num_heads=4,
+                hidden_dim=32,
+                intermediate_dim=48,
+                max_sequence_length=16,
+                num_segments=2,
+            ),
+            writer=tensor_writer(_bert_config, _bert_tensors),
+            inputs=segment_inputs,
+            outputs=sequence_and_pooled,
+        )
+    ]
+
+
+def assert_config_refused(tmp_path, config, message):
+    """`config.json` alone is refused, naming the field and value."""
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(PresetError, match=message):
+        huggingface_config(Backbone, str(tmp_path))
+
+
+_BERT_BASE = dict(
+    model_type="bert",
+    vocab_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    hidden_size=32,
+    intermediate_size=48,
+)
+
+
+def test_bert_config_values_it_cannot_express_are_refused(tmp_path):
+    refused = [
+        ({"position_embedding_type": "relative_key"}, "relative_key"),
+        ({"is_decoder": True}, "is_decoder=True"),
+        ({"layer_norm_eps": 1e-5}, "layer_norm_eps=1e-05"),
+        ({"hidden_act": "relu"}, "hidden_act='relu'"),
+        ({"rotary_dim": 8}, r"\['rotary_dim'\] are not understood"),
+    ]
+    for patch, message in refused:
+        assert_config_refused(tmp_path, {**_BERT_BASE, **patch}, message)
