@@ -99,6 +99,11 @@ LINK_FACTOR = {"all-reduce": 2}
 DEFAULT_TOKENS_PER_STEP = 8 * 2048
 
 
+def layer_of(path):
+    """The layer a weight belongs to: its path without the last two parts."""
+    return path.rsplit("/", 2)[0] if path.count("/") >= 2 else ""
+
+
 def check_tokens_per_step(tokens_per_step):
     """Raises a `ValueError` unless `tokens_per_step` is a positive int."""
     if (
@@ -402,9 +407,8 @@ def estimate_plan(plan, model=None):
     Returns:
         An `Estimate` with `spec` `()` and the plan's totals.
     """
-    from keras_nlp.distribution.resolver import _layer_of
-    from keras_nlp.distribution.resolver import role_axes_for
     from keras_nlp.distribution.rules import DATA
+    from keras_nlp.distribution.rules import role_axes_for
 
     if model is None:
         model = CostModel(
@@ -420,7 +424,7 @@ def estimate_plan(plan, model=None):
     layer_axes = {}
     for weight in plan.weights:
         if len(weight.shape) >= 2:
-            layer_axes.setdefault(_layer_of(weight.path), set()).update(
+            layer_axes.setdefault(layer_of(weight.path), set()).update(
                 a for entry in weight.spec for a in _axes(entry)
             )
     state = touched = 0
@@ -434,7 +438,7 @@ def estimate_plan(plan, model=None):
             axis_sizes,
             batch_axes,
             model,
-            sharded_neighbours=layer_axes.get(_layer_of(weight.path), ()),
+            sharded_neighbours=layer_axes.get(layer_of(weight.path), ()),
             fsdp_axes=roles[DATA],
         )
         state += part.state_bytes

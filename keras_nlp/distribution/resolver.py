@@ -22,6 +22,7 @@ from keras_nlp.distribution.cost import CostModel
 from keras_nlp.distribution.cost import check_tokens_per_step
 from keras_nlp.distribution.cost import choose
 from keras_nlp.distribution.cost import estimate
+from keras_nlp.distribution.cost import layer_of
 from keras_nlp.distribution.plan import ALTERNATIVE
 from keras_nlp.distribution.plan import FALLBACK
 from keras_nlp.distribution.plan import REPLICATED
@@ -32,9 +33,8 @@ from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
 from keras_nlp.distribution.plan import dtype_itemsize
 from keras_nlp.distribution.rules import DATA
-from keras_nlp.distribution.rules import EXPERT
-from keras_nlp.distribution.rules import MODEL
 from keras_nlp.distribution.rules import format_spec
+from keras_nlp.distribution.rules import role_axes_for
 
 _MAX_LISTED = 12
 # Variables that Keras's `enable_lora` adds next to a layer's `kernel`.
@@ -325,11 +325,6 @@ def _preferred(variable, rule, role_axes, axis_sizes, divisor_bound):
     return chosen, tried
 
 
-def _layer_of(path):
-    """The layer a weight belongs to: its path without the last two parts."""
-    return path.rsplit("/", 2)[0] if path.count("/") >= 2 else ""
-
-
 def _resolve_weight(variable, rule, mesh, dtype, preferred, costing):
     """The `WeightPlan` of a weight its rule matched.
 
@@ -437,24 +432,6 @@ def _dim_of_axis(spec, axis):
     return next(
         dim for dim, entry in enumerate(spec) if axis in _as_tuple(entry)
     )
-
-
-def role_axes_for(model_axis, data_axis, expert_axis=None, fsdp_axis=None):
-    """The mesh axes of each role, in the order a dimension takes them.
-
-    `DATA` (also named `FSDP`) shards weights FSDP-style: over the fsdp
-    axis when the mesh has one (the data axis then holds whole replicas),
-    else over the data axis. `EXPERT` is the expert axis, or the model axis
-    when there is none. Weights without an expert dimension shard
-    FSDP-style over the expert axis too, so `DATA` then covers it as well.
-    """
-    expert_only = expert_axis if expert_axis != model_axis else None
-    weights_axis = fsdp_axis if fsdp_axis is not None else data_axis
-    return {
-        MODEL: (model_axis,),
-        DATA: tuple(a for a in (weights_axis, expert_only) if a is not None),
-        EXPERT: (expert_axis or model_axis,),
-    }
 
 
 def bullet_list(lines):
@@ -644,7 +621,7 @@ def resolve_layout(
     for variable, _, _ in jobs:
         if len(variable.shape) >= 2:
             spec = preferred[variable.path][0].spec
-            layer_axes[_layer_of(variable.path)].update(
+            layer_axes[layer_of(variable.path)].update(
                 axis for entry in spec for axis in _as_tuple(entry)
             )
     batch_axes = tuple(a for a in (data_axis, fsdp_axis) if a is not None)
@@ -654,7 +631,7 @@ def resolve_layout(
             "model": cost_model,
             "batch_axes": batch_axes,
             "fsdp_axes": role_axes[DATA],
-            "neighbours": frozenset(layer_axes[_layer_of(variable.path)]),
+            "neighbours": frozenset(layer_axes[layer_of(variable.path)]),
         }
         weights.append(
             _resolve_weight(

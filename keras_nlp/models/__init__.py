@@ -67,3 +67,20 @@ __all__ = [
     "XLMRobertaBackbone",
     "XLNetBackbone",
 ]
+
+
+def _register_huggingface_families():
+    """Imports each `<model>/*_huggingface.py`: the families register."""
+    import importlib
+    import pkgutil
+
+    for package in pkgutil.iter_modules(__path__):
+        if not package.ispkg:
+            continue
+        module = importlib.import_module(f"{__name__}.{package.name}")
+        for sub in pkgutil.iter_modules(module.__path__):
+            if sub.name.endswith("_huggingface"):
+                importlib.import_module(f"{module.__name__}.{sub.name}")
+
+
+_register_huggingface_families()

@@ -3,14 +3,13 @@
 A family module (`keras_nlp/models/<name>/<name>_huggingface.py`) calls
 `register_family(HuggingFaceFamily(...))` with its config translation (both
 ways) and its tensor table (`conversions.Weight` rows). Family modules are
-found by name, so adding one needs no edit elsewhere: every
-`*_huggingface.py` module directly inside a `keras_nlp.models` subpackage
-is imported the first time a family is looked up.
+found by name, so adding one needs no edit elsewhere: importing
+`keras_nlp.models` imports every `*_huggingface.py` module directly inside
+one of its subpackages (saving never imports models; backbones register
+the same way).
 """
 
 import dataclasses
-import importlib
-import pkgutil
 
 from keras_nlp.saving.preset_files import PresetError
 from keras_nlp.saving.registry import registered_backbones
@@ -268,7 +267,6 @@ class HuggingFaceFamily:
 
 _FAMILIES = {}
 _BY_CLASS = {}
-_DISCOVERED = []
 
 
 def register_family(family):
@@ -286,25 +284,8 @@ def register_family(family):
     return family
 
 
-def _discover():
-    """Imports every `keras_nlp.models.<pkg>.<name>_huggingface` module."""
-    if _DISCOVERED:
-        return
-    _DISCOVERED.append(True)
-    import keras_nlp.models as models
-
-    for package in pkgutil.iter_modules(models.__path__):
-        if not package.ispkg:
-            continue
-        module = importlib.import_module(f"{models.__name__}.{package.name}")
-        for sub in pkgutil.iter_modules(module.__path__):
-            if sub.name.endswith("_huggingface"):
-                importlib.import_module(f"{module.__name__}.{sub.name}")
-
-
 def registered_families():
     """`{model_type: HuggingFaceFamily}` of every family."""
-    _discover()
     return dict(_FAMILIES)
 
 
@@ -320,7 +301,6 @@ def family_for_model_type(model_type, path):
 
 def family_for_backbone(backbone_cls):
     """The family a backbone class exports to (its own or an ancestor's)."""
-    _discover()
     for cls in backbone_cls.__mro__:
         if cls.__name__ in _BY_CLASS:
             return _BY_CLASS[cls.__name__]
