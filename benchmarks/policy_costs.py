@@ -41,13 +41,15 @@ plan; measured: the compiled training step's collectives (HLO) and
 parameter bytes per device. Both columns of microseconds apply the same
 scalar (all-reduces count twice, 400 GB/s links, Adam's 10 bytes touched
 per parameter byte at 3.2 TB/s). PASS: the layout `policy="auto"` picks
-(chosen) is the measured cheaper one. float32; 8 fake CPU devices; our
+(chosen) is the measured cheaper one (or within 1% of it: two plans that
+XLA lays out nearly alike are a tie). float32; 8 fake CPU devices; our
 layout maps with each candidate's weights and the activation layouts
 planned for them, q/k/v and gate/up fused where sharded.
 
 Part 2: per-device parameter bytes / ideal of `--policy memory` / the
 default `--policy auto` (16384 tokens per step) for every built-in preset
 of 1B+ parameters on the six two-axis (batch x model) meshes."""
+TIE = 0.01  # measured times within 1% count as equal
 TOKEN_BATCHES = (2, 8, 256)  # sequences of `SEQUENCE` tokens per step
 MESHES = [(1, 8), (2, 4)]
 PRESET_MESHES = ["1x2", "1x4", "1x8", "2x4", "4x2", "8x1"]
@@ -141,13 +143,13 @@ def check_choices(lines):
                     actual = measured(cls, config, plan, mesh, model)
                     is_auto = plan.weights == auto.weights
                     rows.append((k, labels, predicted, actual, is_auto))
-                best_predicted = min(rows, key=lambda r: r[2].time_us)
                 best_measured = min(rows, key=lambda r: r[3][0])
                 auto_rows = [r for r in rows if r[4]]
-                passed = (
-                    best_predicted is best_measured
-                    and auto_rows
-                    and auto_rows[0] is best_measured
+                # Measured within TIE of the best is as good as the best:
+                # XLA may lay two plans out nearly alike.
+                best = best_measured[3][0]
+                passed = bool(auto_rows) and (
+                    auto_rows[0][3][0] <= best * (1 + TIE)
                 )
                 failures += not passed
                 for k, labels, predicted, actual, is_auto in rows:

@@ -31,7 +31,8 @@ QWEN_WEIGHTS = [
 ]
 
 
-def _from_hf(hf):
+def read_qwen2(hf):
+    """Our Qwen 2 arguments from a `qwen2` (or `qwen2_moe`) config."""
     config = read_llama_style(hf)
     check_head_dim(hf, config)
     theta, kind, rope = read_rope(hf, ("default", "linear"))
@@ -46,7 +47,8 @@ def _from_hf(hf):
     return config
 
 
-def _to_hf(config):
+def write_qwen2(config):
+    """The `qwen2` config fields of our Qwen 2 arguments."""
     factor = config["rope_scaling_factor"]
     kind = "default" if factor == 1.0 else "linear"
     window = (
@@ -72,8 +74,8 @@ QWEN2 = register_family(
         model_type="qwen2",
         backbone="QwenBackbone",
         architectures=("Qwen2ForCausalLM",),
-        config_from_hf=_from_hf,
-        config_to_hf=_to_hf,
+        config_from_hf=read_qwen2,
+        config_to_hf=write_qwen2,
         weights=QWEN_WEIGHTS,
         ignored_fields=LLAMA_STYLE_IGNORED_FIELDS,
         ignorable_tensors=LLAMA_STYLE_IGNORABLE,

@@ -32,7 +32,8 @@ QWEN3_WEIGHTS = [
 ]
 
 
-def _from_hf(hf):
+def read_qwen3(hf):
+    """Our Qwen 3 arguments from a `qwen3` (or `qwen3_moe`) config."""
     config = read_llama_style(hf)
     hf.expect("attention_bias", (False,), default=False)
     theta, kind, rope = read_rope(hf, ("default", "linear"))
@@ -45,7 +46,8 @@ def _from_hf(hf):
     return config
 
 
-def _to_hf(config):
+def write_qwen3(config):
+    """The `qwen3` config fields of our Qwen 3 arguments."""
     factor = config["rope_scaling_factor"]
     kind = "default" if factor == 1.0 else "linear"
     head_dim = config["head_dim"]
@@ -75,8 +77,8 @@ QWEN3 = register_family(
         model_type="qwen3",
         backbone="Qwen3Backbone",
         architectures=("Qwen3ForCausalLM",),
-        config_from_hf=_from_hf,
-        config_to_hf=_to_hf,
+        config_from_hf=read_qwen3,
+        config_to_hf=write_qwen3,
         weights=QWEN3_WEIGHTS,
         ignored_fields=LLAMA_STYLE_IGNORED_FIELDS,
         ignorable_tensors=LLAMA_STYLE_IGNORABLE,

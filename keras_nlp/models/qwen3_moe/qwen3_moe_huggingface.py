@@ -18,10 +18,9 @@ Face's forward returns the router logits (and the load-balancing loss).
 
 from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
 from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
-from keras_nlp.models.llama.llama_huggingface import read_llama_style
-from keras_nlp.models.llama.llama_huggingface import write_llama_style
-from keras_nlp.models.qwen.qwen_huggingface import DEFAULT_WINDOW
 from keras_nlp.models.qwen3.qwen3_huggingface import QWEN3_WEIGHTS
+from keras_nlp.models.qwen3.qwen3_huggingface import read_qwen3
+from keras_nlp.models.qwen3.qwen3_huggingface import write_qwen3
 from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import DENSE_BLOCK
 from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import MOE_BLOCK
 from keras_nlp.models.qwen_moe.qwen_moe_huggingface import dense_block_weights
@@ -30,10 +29,6 @@ from keras_nlp.models.qwen_moe.qwen_moe_huggingface import read_sparsity
 from keras_nlp.models.qwen_moe.qwen_moe_huggingface import write_sparsity
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import register_family
-from keras_nlp.saving.huggingface.fields import read_rope
-from keras_nlp.saving.huggingface.fields import read_window
-from keras_nlp.saving.huggingface.fields import write_rope
-from keras_nlp.saving.huggingface.fields import write_window
 
 
 def _weights(config):
@@ -47,45 +42,17 @@ def _weights(config):
 
 
 def _from_hf(hf):
-    config = read_llama_style(hf)
-    hf.expect("attention_bias", (False,), default=False)
-    theta, _, rope = read_rope(hf, ("default", "linear"))
-    config["rope_max_wavelength"] = theta
-    config["rope_scaling_factor"] = rope.get("factor", 1.0)
-    # Hugging Face's Qwen3MoeConfig defaults.
-    config["head_dim"] = hf.get("head_dim", 128)
+    # Qwen 3's fields, with Hugging Face's Qwen3MoeConfig defaults for the
+    # experts.
+    config = read_qwen3(hf)
     config["num_experts"] = hf.get("num_experts", 128)
     config["moe_intermediate_dim"] = hf.get("moe_intermediate_size", 768)
     config.update(read_sparsity(hf))
-    config["tie_word_embeddings"] = hf.get("tie_word_embeddings", False)
-    config["sliding_window_size"] = read_window(hf, config["num_layers"])
     return config
 
 
 def _to_hf(config):
-    factor = config["rope_scaling_factor"]
-    kind = "default" if factor == 1.0 else "linear"
-    head_dim = config["head_dim"]
-    return {
-        **write_llama_style(config),
-        **write_rope(
-            config["rope_max_wavelength"],
-            kind,
-            {"factor": factor} if kind == "linear" else None,
-        ),
-        **write_window(
-            config["sliding_window_size"], config["num_layers"], DEFAULT_WINDOW
-        ),
-        **write_sparsity(config),
-        "head_dim": (
-            config["hidden_dim"] // config["num_query_heads"]
-            if head_dim is None
-            else head_dim
-        ),
-        "attention_bias": False,
-        "tie_word_embeddings": config["tie_word_embeddings"],
-        "max_position_embeddings": 40960,
-    }
+    return {**write_qwen3(config), **write_sparsity(config)}
 
 
 QWEN3_MOE = register_family(

@@ -17,21 +17,15 @@ any hidden state; ours adds that loss in training, weighted by
 
 from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
 from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
-from keras_nlp.models.llama.llama_huggingface import check_head_dim
-from keras_nlp.models.llama.llama_huggingface import read_llama_style
-from keras_nlp.models.llama.llama_huggingface import write_llama_style
-from keras_nlp.models.qwen.qwen_huggingface import DEFAULT_WINDOW
 from keras_nlp.models.qwen.qwen_huggingface import QWEN_WEIGHTS
+from keras_nlp.models.qwen.qwen_huggingface import read_qwen2
+from keras_nlp.models.qwen.qwen_huggingface import write_qwen2
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import DENSE_BLOCK
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import MOE_BLOCK
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
-from keras_nlp.saving.huggingface.fields import read_rope
-from keras_nlp.saving.huggingface.fields import read_window
-from keras_nlp.saving.huggingface.fields import write_rope
-from keras_nlp.saving.huggingface.fields import write_window
 
 _LAYER = "model.layers.{i}."
 _SWIGLU = (
@@ -141,13 +135,9 @@ def write_sparsity(config):
 
 
 def _from_hf(hf):
-    config = read_llama_style(hf)
-    check_head_dim(hf, config)
     # Newer configs spell out the attention biases Qwen 2 MoE always has.
     hf.expect("qkv_bias", (True,), default=True)
-    theta, _, rope = read_rope(hf, ("default", "linear"))
-    config["rope_max_wavelength"] = theta
-    config["rope_scaling_factor"] = rope.get("factor", 1.0)
+    config = read_qwen2(hf)
     # Hugging Face's Qwen2MoeConfig defaults.
     config["num_experts"] = hf.get("num_experts", 60)
     config["moe_intermediate_dim"] = hf.get("moe_intermediate_size", 1408)
@@ -155,35 +145,16 @@ def _from_hf(hf):
         "shared_expert_intermediate_size", 5632
     )
     config.update(read_sparsity(hf))
-    config["tie_word_embeddings"] = hf.get("tie_word_embeddings", False)
-    window = read_window(hf, config["num_layers"])
-    config["use_sliding_window_attention"] = window is not None
-    if window is not None:
-        config["sliding_window_size"] = window
     return config
 
 
 def _to_hf(config):
-    factor = config["rope_scaling_factor"]
-    kind = "default" if factor == 1.0 else "linear"
-    window = (
-        config["sliding_window_size"]
-        if config["use_sliding_window_attention"]
-        else None
-    )
     return {
-        **write_llama_style(config),
-        **write_rope(
-            config["rope_max_wavelength"],
-            kind,
-            {"factor": factor} if kind == "linear" else None,
-        ),
-        **write_window(window, config["num_layers"], DEFAULT_WINDOW),
+        **write_qwen2(config),
         **write_sparsity(config),
         "shared_expert_intermediate_size": config[
             "shared_expert_intermediate_dim"
         ],
-        "tie_word_embeddings": config["tie_word_embeddings"],
         "max_position_embeddings": 8192,
     }
 
