@@ -10,8 +10,11 @@ weights `gamma`/`beta`. Export writes `BertModel`'s tensors under the
 tanh-approximated GELU, as keras-hub and Google's original BERT compute it:
 outputs differ from Hugging Face's by the approximation (about 1e-3
 relative). Export writes `hidden_act="gelu_new"`, the tanh approximation,
-so Hugging Face computes exactly what the backbone computes.
+so Hugging Face computes exactly what the backbone computes. Loading an
+exact-GELU checkpoint warns, naming the difference.
 """
+
+import warnings
 
 from keras_nlp.saving.huggingface import HEADS_BIAS
 from keras_nlp.saving.huggingface import HEADS_KERNEL
@@ -150,7 +153,14 @@ def write_encoder(config, layer_norm_epsilon):
 
 def _from_hf(hf):
     config = read_encoder(hf, 1e-12)
-    hf.expect("hidden_act", GELUS, default="gelu")
+    if hf.expect("hidden_act", GELUS, default="gelu") == "gelu":
+        warnings.warn(
+            f"{hf.path}: hidden_act='gelu' (exact GELU) runs as "
+            "BertBackbone's tanh-approximated GELU, as in keras-hub and "
+            "Google's BERT: outputs differ from transformers' by about 1e-3 "
+            "relative.",
+            stacklevel=2,
+        )
     config["max_sequence_length"] = hf.get("max_position_embeddings", 512)
     config["num_segments"] = hf.get("type_vocab_size", 2)
     return config
