@@ -196,8 +196,8 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
                     ActivationPlan(
                         key,
                         (FREE, None, None),
-                        "residual stream: batch as the inputs, sequence and "
-                        "hidden whole on every device",
+                        "residual stream: batch on the batch axes, sequence "
+                        "and hidden whole on every device",
                     )
                 )
             continue
