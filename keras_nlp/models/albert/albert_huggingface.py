@@ -15,9 +15,10 @@ from keras_nlp.models.bert.bert_huggingface import write_encoder
 from keras_nlp.saving.huggingface import HEADS_BIAS
 from keras_nlp.saving.huggingface import HEADS_KERNEL
 from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
-from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import layer_norm_rows
+from keras_nlp.saving.huggingface import linear_rows
 from keras_nlp.saving.huggingface import register_family
 
 
@@ -65,20 +66,6 @@ _ATTENTION = _BLOCK + "self_attention_layer/"
 _LAYER = "albert.encoder.albert_layer_groups.{g}.albert_layers.{j}."
 
 
-def _dense(ours, theirs, kernel_ops=KERNEL, bias_ops=()):
-    return [
-        Weight(ours + "/kernel", theirs + ".weight", kernel_ops),
-        Weight(ours + "/bias", theirs + ".bias", bias_ops),
-    ]
-
-
-def _norm(ours, theirs):
-    return [
-        Weight(ours + "/gamma", theirs + ".weight"),
-        Weight(ours + "/beta", theirs + ".bias"),
-    ]
-
-
 WEIGHTS = [
     Weight(
         "token_embedding/embeddings", "albert.embeddings.word_embeddings.weight"
@@ -91,32 +78,34 @@ WEIGHTS = [
         "segment_embedding/embeddings",
         "albert.embeddings.token_type_embeddings.weight",
     ),
-    *_norm("embeddings_layer_norm", "albert.embeddings.LayerNorm"),
-    *_dense(
+    *layer_norm_rows("embeddings_layer_norm", "albert.embeddings.LayerNorm"),
+    *linear_rows(
         "embedding_projection", "albert.encoder.embedding_hidden_mapping_in"
     ),
     *[
         row
         for name in ("query", "key", "value")
-        for row in _dense(
+        for row in linear_rows(
             _ATTENTION + name,
             _LAYER + "attention." + name,
             HEADS_KERNEL,
             HEADS_BIAS,
         )
     ],
-    *_dense(
+    *linear_rows(
         _ATTENTION + "attention_output",
         _LAYER + "attention.dense",
         HEADS_OUTPUT_KERNEL,
     ),
-    *_norm(
+    *layer_norm_rows(
         _BLOCK + "self_attention_layer_norm", _LAYER + "attention.LayerNorm"
     ),
-    *_dense(_BLOCK + "feedforward_intermediate_dense", _LAYER + "ffn"),
-    *_dense(_BLOCK + "feedforward_output_dense", _LAYER + "ffn_output"),
-    *_norm(_BLOCK + "feedforward_layer_norm", _LAYER + "full_layer_layer_norm"),
-    *_dense("pooled_dense", "albert.pooler"),
+    *linear_rows(_BLOCK + "feedforward_intermediate_dense", _LAYER + "ffn"),
+    *linear_rows(_BLOCK + "feedforward_output_dense", _LAYER + "ffn_output"),
+    *layer_norm_rows(
+        _BLOCK + "feedforward_layer_norm", _LAYER + "full_layer_layer_norm"
+    ),
+    *linear_rows("pooled_dense", "albert.pooler"),
 ]
 
 ALBERT = register_family(

@@ -19,6 +19,7 @@ from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Pad
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import layer_norm_rows
 from keras_nlp.saving.huggingface import register_family
 
 # Rows of Hugging Face's position tables before the first position.
@@ -100,13 +101,6 @@ def _attention(ours, theirs):
     ]
 
 
-def _norm(ours, theirs):
-    return [
-        Weight(ours + "/gamma", theirs + ".weight"),
-        Weight(ours + "/beta", theirs + ".bias"),
-    ]
-
-
 def _feedforward(ours, theirs):
     return [
         Weight(
@@ -123,7 +117,9 @@ def _feedforward(ours, theirs):
             KERNEL,
         ),
         Weight(ours + "feedforward_output_dense/bias", theirs + "fc2.bias"),
-        *_norm(ours + "feedforward_layer_norm", theirs + "final_layer_norm"),
+        *layer_norm_rows(
+            ours + "feedforward_layer_norm", theirs + "final_layer_norm"
+        ),
     ]
 
 
@@ -143,7 +139,7 @@ WEIGHTS = [
                 f"model.{side}.embed_positions.weight",
                 (Pad(0, POSITION_OFFSET),),
             ),
-            *_norm(
+            *layer_norm_rows(
                 f"{side}_embeddings_layer_norm",
                 f"model.{side}.layernorm_embedding",
             ),
@@ -152,18 +148,18 @@ WEIGHTS = [
     *_attention(
         _ENCODER + "self_attention_layer", _ENCODER_LAYER + "self_attn"
     ),
-    *_norm(
+    *layer_norm_rows(
         _ENCODER + "self_attention_layer_norm",
         _ENCODER_LAYER + "self_attn_layer_norm",
     ),
     *_feedforward(_ENCODER, _ENCODER_LAYER),
     *_attention(_DECODER + "self_attention", _DECODER_LAYER + "self_attn"),
-    *_norm(
+    *layer_norm_rows(
         _DECODER + "self_attention_layer_norm",
         _DECODER_LAYER + "self_attn_layer_norm",
     ),
     *_attention(_DECODER + "cross_attention", _DECODER_LAYER + "encoder_attn"),
-    *_norm(
+    *layer_norm_rows(
         _DECODER + "cross_attention_layer_norm",
         _DECODER_LAYER + "encoder_attn_layer_norm",
     ),

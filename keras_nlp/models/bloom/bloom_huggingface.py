@@ -15,11 +15,12 @@ compare against that model (`tests/saving/test_huggingface_bloom.py`).
 """
 
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_huggingface import one_of
-from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Merge
 from keras_nlp.saving.huggingface import Transpose
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import layer_norm_rows
+from keras_nlp.saving.huggingface import linear_rows
 from keras_nlp.saving.huggingface import register_family
 
 _BLOCK = "transformer_layer_{i}/"
@@ -72,27 +73,15 @@ def per_head_qkv(attention, theirs, num_heads, head_dim, names):
     return rows
 
 
-def _norm(ours, theirs):
-    return [
-        Weight(ours + "/gamma", theirs + ".weight"),
-        Weight(ours + "/beta", theirs + ".bias"),
-    ]
-
-
-def _dense(ours, theirs):
-    return [
-        Weight(ours + "/kernel", theirs + ".weight", KERNEL),
-        Weight(ours + "/bias", theirs + ".bias"),
-    ]
-
-
 def _weights(config):
     heads = config["num_heads"]
     return [
         Weight(
             "token_embedding/embeddings", "transformer.word_embeddings.weight"
         ),
-        *_norm("embedding_layernorm", "transformer.word_embeddings_layernorm"),
+        *layer_norm_rows(
+            "embedding_layernorm", "transformer.word_embeddings_layernorm"
+        ),
         *per_head_qkv(
             _BLOCK + "self_attention/",
             _LAYER + "self_attention.query_key_value",
@@ -100,20 +89,22 @@ def _weights(config):
             config["hidden_dim"] // heads,
             ("query_dense", "key_dense", "value_dense"),
         ),
-        *_dense(
+        *linear_rows(
             _BLOCK + "self_attention/output_dense",
             _LAYER + "self_attention.dense",
         ),
-        *_norm(_BLOCK + "pre_attention_layernorm", _LAYER + "input_layernorm"),
-        *_norm(
+        *layer_norm_rows(
+            _BLOCK + "pre_attention_layernorm", _LAYER + "input_layernorm"
+        ),
+        *layer_norm_rows(
             _BLOCK + "post_attention_layernorm",
             _LAYER + "post_attention_layernorm",
         ),
-        *_dense(
+        *linear_rows(
             _BLOCK + "mlp_intermediate_dense", _LAYER + "mlp.dense_h_to_4h"
         ),
-        *_dense(_BLOCK + "mlp_output_dense", _LAYER + "mlp.dense_4h_to_h"),
-        *_norm("final_layernorm", "transformer.ln_f"),
+        *linear_rows(_BLOCK + "mlp_output_dense", _LAYER + "mlp.dense_4h_to_h"),
+        *layer_norm_rows("final_layernorm", "transformer.ln_f"),
     ]
 
 

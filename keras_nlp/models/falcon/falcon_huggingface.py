@@ -24,6 +24,8 @@ from keras_nlp.models.gpt_neo_x.gpt_neo_x_huggingface import one_of
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import layer_norm_rows
+from keras_nlp.saving.huggingface import linear_rows
 from keras_nlp.saving.huggingface import register_family
 
 _BLOCK = "transformer_layer_{i}/"
@@ -46,20 +48,6 @@ _DEFAULTS = {
 }
 
 
-def _pair(ours, theirs, kernel_ops=()):
-    return [
-        Weight(ours + "/kernel", theirs + ".weight", kernel_ops),
-        Weight(ours + "/bias", theirs + ".bias"),
-    ]
-
-
-def _norm(ours, theirs):
-    return [
-        Weight(ours + "/gamma", theirs + ".weight"),
-        Weight(ours + "/beta", theirs + ".bias"),
-    ]
-
-
 def _weights(config):
     heads = config["num_attention_heads"]
     return [
@@ -73,19 +61,25 @@ def _weights(config):
             config["hidden_dim"] // heads,
             ("query_dense", "key_dense", "value_dense"),
         ),
-        *_pair(
+        *linear_rows(
             _BLOCK + "attention/output_dense",
             _LAYER + "self_attention.dense",
             KERNEL,
         ),
-        *_norm(_BLOCK + "input_layernorm", _LAYER + "input_layernorm"),
-        *_norm(
+        *layer_norm_rows(
+            _BLOCK + "input_layernorm", _LAYER + "input_layernorm"
+        ),
+        *layer_norm_rows(
             _BLOCK + "post_attention_layernorm",
             _LAYER + "post_attention_layernorm",
         ),
-        *_pair(_BLOCK + "dense_h_to_4h", _LAYER + "mlp.dense_h_to_4h", KERNEL),
-        *_pair(_BLOCK + "dense_4h_to_h", _LAYER + "mlp.dense_4h_to_h", KERNEL),
-        *_norm("final_layernorm", "transformer.ln_f"),
+        *linear_rows(
+            _BLOCK + "dense_h_to_4h", _LAYER + "mlp.dense_h_to_4h", KERNEL
+        ),
+        *linear_rows(
+            _BLOCK + "dense_4h_to_h", _LAYER + "mlp.dense_4h_to_h", KERNEL
+        ),
+        *layer_norm_rows("final_layernorm", "transformer.ln_f"),
     ]
 
 

@@ -26,6 +26,8 @@ from keras_nlp.saving.huggingface import HEADS_KERNEL
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import layer_norm_rows
+from keras_nlp.saving.huggingface import linear_rows
 from keras_nlp.saving.huggingface import register_family
 
 _BLOCK = "transformer_layer_{i}/"
@@ -34,19 +36,11 @@ _TANH_GELU = ("gelu_new", "gelu_fast", "gelu_pytorch_tanh")
 
 
 def _dense(ours, theirs, kernel_ops=KERNEL, bias_ops=()):
-    return [
-        Weight(
-            _BLOCK + ours + "/kernel", _LAYER + theirs + ".weight", kernel_ops
-        ),
-        Weight(_BLOCK + ours + "/bias", _LAYER + theirs + ".bias", bias_ops),
-    ]
+    return linear_rows(_BLOCK + ours, _LAYER + theirs, kernel_ops, bias_ops)
 
 
 def _norm(ours, theirs):
-    return [
-        Weight(_BLOCK + ours + "/gamma", _LAYER + theirs + ".weight"),
-        Weight(_BLOCK + ours + "/beta", _LAYER + theirs + ".bias"),
-    ]
+    return layer_norm_rows(_BLOCK + ours, _LAYER + theirs)
 
 
 WEIGHTS = [

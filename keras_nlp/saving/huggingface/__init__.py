@@ -25,6 +25,8 @@ from keras_nlp.saving.huggingface.conversions import Split
 from keras_nlp.saving.huggingface.conversions import Transpose
 from keras_nlp.saving.huggingface.conversions import Weight
 from keras_nlp.saving.huggingface.conversions import bind
+from keras_nlp.saving.huggingface.conversions import layer_norm_rows
+from keras_nlp.saving.huggingface.conversions import linear_rows
 from keras_nlp.saving.huggingface.export import write_huggingface
 from keras_nlp.saving.huggingface.family import COMMON_IGNORED_FIELDS
 from keras_nlp.saving.huggingface.family import HuggingFaceConfig
@@ -54,6 +56,8 @@ __all__ = [
     "Transpose",
     "Weight",
     "bind",
+    "layer_norm_rows",
+    "linear_rows",
     "build_from_huggingface",
     "family_for_backbone",
     "family_for_model_type",

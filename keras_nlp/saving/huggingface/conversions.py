@@ -585,3 +585,24 @@ def bind(weights, variables):
             else:
                 unmatched.append(path)
     return bindings, unmatched
+
+
+def linear_rows(ours, theirs, kernel_ops=KERNEL, bias_ops=()):
+    """The rows of a kernel and its bias.
+
+    `<ours>/kernel` is `<theirs>.weight` (through `kernel_ops`, a
+    transposed `Dense` kernel by default) and `<ours>/bias` is
+    `<theirs>.bias`.
+    """
+    return [
+        Weight(f"{ours}/kernel", f"{theirs}.weight", kernel_ops),
+        Weight(f"{ours}/bias", f"{theirs}.bias", bias_ops),
+    ]
+
+
+def layer_norm_rows(ours, theirs):
+    """A `LayerNormalization`'s rows: `gamma`/`beta` are `weight`/`bias`."""
+    return [
+        Weight(f"{ours}/gamma", f"{theirs}.weight"),
+        Weight(f"{ours}/beta", f"{theirs}.bias"),
+    ]
