@@ -31,6 +31,8 @@ import contextlib
 import contextvars
 import dataclasses
 
+from keras_nlp.distribution.rules import entry_axes
+
 # The batch dimension of an activation: on the batch axes when the batch
 # being traced is divisible by them, else left to XLA.
 FREE = "*"
@@ -221,7 +223,7 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
                 entry = by_letter[letter]
                 spec.append(
                     entry
-                    if entry and set(_names(entry)) <= model_axes
+                    if entry and set(entry_axes(entry)) <= model_axes
                     else None
                 )
             else:
@@ -231,7 +233,7 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
             for letter, entry in by_letter.items()
             if letter not in output
             and entry
-            and set(_names(entry)) & model_axes
+            and set(entry_axes(entry)) & model_axes
         ]
         sharded_out = [e for e in spec if e not in (None, FREE)]
         if sharded_out:
@@ -241,7 +243,7 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
                     tuple(spec),
                     "column-parallel: output dimensions on "
                     + ", ".join(
-                        f"'{a}'" for e in sharded_out for a in _names(e)
+                        f"'{a}'" for e in sharded_out for a in entry_axes(e)
                     )
                     + " as the kernel's",
                 )
@@ -252,12 +254,10 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
                     key,
                     tuple(spec),
                     "row-parallel: the kernel contracts over "
-                    + ", ".join(f"'{a}'" for e in contracted for a in _names(e))
+                    + ", ".join(
+                        f"'{a}'" for e in contracted for a in entry_axes(e)
+                    )
                     + ", so the output is all-reduced here, whole",
                 )
             )
     return tuple(planned)
-
-
-def _names(entry):
-    return entry if isinstance(entry, tuple) else (entry,)

@@ -87,6 +87,8 @@ estimate(
 import dataclasses
 import math
 
+from keras_nlp.distribution.rules import entry_axes
+
 # A kernel dimension that carries the residual stream.
 RESIDUAL_DIMS = ("hidden",)
 # Input dimensions of lookup tables: the inputs are ids, with no gradient.
@@ -218,12 +220,6 @@ def _mb(count):
     return f"{count / 1e6:.3g}"
 
 
-def _axes(entry):
-    if entry is None:
-        return ()
-    return entry if isinstance(entry, tuple) else (entry,)
-
-
 def kernel_sides(shape, dim_names):
     """`(input dims, output dims)`: the indices contracted or produced.
 
@@ -279,7 +275,9 @@ def estimate(
     from keras_nlp.distribution.rules import format_spec
 
     itemsize = dtype_itemsize(dtype)
-    sizes = [math.prod(axis_sizes[a] for a in _axes(entry)) for entry in spec]
+    sizes = [
+        math.prod(axis_sizes[a] for a in entry_axes(entry)) for entry in spec
+    ]
     shard = math.prod(d // s for d, s in zip(shape, sizes, strict=True))
     shard_bytes = shard * itemsize
     batch_axes = tuple(a for a in batch_axes if a in axis_sizes)
@@ -299,7 +297,7 @@ def estimate(
     for axis, size in axis_sizes.items():
         if size == 1:
             continue
-        dims = [d for d, entry in enumerate(spec) if axis in _axes(entry)]
+        dims = [d for d, entry in enumerate(spec) if axis in entry_axes(entry)]
         if axis in fsdp_axes and dims:
             add("all-gather", shard_bytes * size * (2 if training else 1))
             if training:
@@ -317,7 +315,7 @@ def estimate(
             split = math.prod(
                 axis_sizes[a]
                 for d in side
-                for a in _axes(spec[d])
+                for a in entry_axes(spec[d])
                 if a != axis and a not in fsdp_axes
             )
             return tokens * itemsize * math.prod(shape[d] for d in side) / split
@@ -425,7 +423,7 @@ def estimate_plan(plan, model=None):
     for weight in plan.weights:
         if len(weight.shape) >= 2:
             layer_axes.setdefault(layer_of(weight.path), set()).update(
-                a for entry in weight.spec for a in _axes(entry)
+                a for entry in weight.spec for a in entry_axes(entry)
             )
     state = touched = 0
     collectives = {}

@@ -33,6 +33,7 @@ from keras_nlp.distribution.plan import LayoutPlan
 from keras_nlp.distribution.plan import WeightPlan
 from keras_nlp.distribution.plan import dtype_itemsize
 from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import entry_axes
 from keras_nlp.distribution.rules import format_spec
 from keras_nlp.distribution.rules import role_axes_for
 
@@ -105,7 +106,7 @@ def _user_weight(variable, entry, mesh, dtype):
             f"has shape {shape} (rank {len(shape)})"
         )
     axis_sizes = mesh.axis_sizes
-    used = [axis for entry_axes in entry.spec for axis in _as_tuple(entry_axes)]
+    used = [axis for axes in entry.spec for axis in entry_axes(axes)]
     unknown = sorted(set(used) - set(axis_sizes))
     if unknown:
         return None, (
@@ -115,7 +116,7 @@ def _user_weight(variable, entry, mesh, dtype):
     if len(set(used)) != len(used):
         return None, f"{where} uses a mesh axis on two dimensions"
     for dim, (dim_size, axes) in enumerate(zip(shape, entry.spec, strict=True)):
-        divisor = math.prod(axis_sizes[axis] for axis in _as_tuple(axes))
+        divisor = math.prod(axis_sizes[axis] for axis in entry_axes(axes))
         if dim_size % divisor:
             return None, (
                 f"{where}: dim {dim} of {variable.path} {shape} (size "
@@ -137,13 +138,6 @@ def _user_weight(variable, entry, mesh, dtype):
 
 def _divisors(size, bound):
     return tuple(d for d in range(1, min(size, bound) + 1) if size % d == 0)
-
-
-def _as_tuple(entry):
-    """A spec entry (None, one role or axis, or a tuple) as a tuple."""
-    if entry is None:
-        return ()
-    return entry if isinstance(entry, tuple) else (entry,)
 
 
 POLICIES = ("auto", "memory", "communication")
@@ -187,7 +181,7 @@ def _place(
         zip(alternative, shape, strict=True)
     ):
         axes = []
-        for role in _as_tuple(entry):
+        for role in entry_axes(entry):
             for axis in role_axes[role]:
                 if axis is not None and axis not in axes and axis not in used:
                     axes.append(axis)
@@ -230,7 +224,7 @@ def _candidates(alternative, shape, axis_sizes, spec, fallbacks, dim_names):
         `moved` are the `Fallback`s of the axes placed elsewhere,
         `fallbacks` those still replicated.
     """
-    found = [([list(_as_tuple(e)) for e in spec], (), (), [])]
+    found = [([list(entry_axes(e)) for e in spec], (), (), [])]
     for fallback in fallbacks:
         grown = []
         for axes, moved, kept, words in found:
@@ -277,7 +271,7 @@ def _candidates(alternative, shape, axis_sizes, spec, fallbacks, dim_names):
 
 def _shard_shape(shape, spec, axis_sizes):
     return tuple(
-        dim_size // math.prod(axis_sizes[axis] for axis in _as_tuple(entry))
+        dim_size // math.prod(axis_sizes[axis] for axis in entry_axes(entry))
         for dim_size, entry in zip(shape, spec, strict=True)
     )
 
@@ -430,7 +424,7 @@ def _resolve_weight(variable, rule, mesh, dtype, preferred, costing):
 
 def _dim_of_axis(spec, axis):
     return next(
-        dim for dim, entry in enumerate(spec) if axis in _as_tuple(entry)
+        dim for dim, entry in enumerate(spec) if axis in entry_axes(entry)
     )
 
 
@@ -622,7 +616,7 @@ def resolve_layout(
         if len(variable.shape) >= 2:
             spec = preferred[variable.path][0].spec
             layer_axes[layer_of(variable.path)].update(
-                axis for entry in spec for axis in _as_tuple(entry)
+                axis for entry in spec for axis in entry_axes(entry)
             )
     batch_axes = tuple(a for a in (data_axis, fsdp_axis) if a is not None)
     for variable, rule, weight_dtype in jobs:

@@ -233,3 +233,10 @@ def role_axes_for(model_axis, data_axis, expert_axis=None, fsdp_axis=None):
         DATA: tuple(a for a in (weights_axis, expert_only) if a is not None),
         EXPERT: (expert_axis or model_axis,),
     }
+
+
+def entry_axes(entry):
+    """A spec entry (None, one role or axis, or a tuple) as a tuple."""
+    if entry is None:
+        return ()
+    return entry if isinstance(entry, tuple) else (entry,)
