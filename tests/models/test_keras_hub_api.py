@@ -17,13 +17,19 @@ SHARED = sorted(
 
 
 def named_parameters(cls):
-    """`(name, default)` of the constructor's named parameters, in order."""
+    """`(name, default)` of the constructor's positional-or-keyword
+    parameters, in order: the ones a keras-hub call can bind by position."""
     parameters = list(inspect.signature(cls.__init__).parameters.values())
     return [
         (p.name, None if p.default is inspect.Parameter.empty else p.default)
         for p in parameters[1:]
-        if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        if p.kind == p.POSITIONAL_OR_KEYWORD
     ]
+
+
+def keyword_only_parameters(cls):
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return {p.name: p for p in parameters if p.kind == p.KEYWORD_ONLY}
 
 
 @pytest.mark.parametrize("name", SHARED)
@@ -35,6 +41,20 @@ def test_constructor_arguments_in_keras_hubs_order(name):
     for (parameter, mine), (_, default) in zip(ours, theirs, strict=True):
         if not callable(default):
             assert mine == default, parameter
+
+
+@pytest.mark.parametrize("name", SHARED)
+def test_our_extra_options_are_keyword_only_with_defaults(name):
+    # Options keras-hub lacks (e.g. exact GELU for a Hugging Face
+    # checkpoint) come after `*`, so no keras-hub call binds them, and
+    # their defaults keep keras-hub's architecture.
+    ours = keyword_only_parameters(getattr(keras_nlp.models, name))
+    theirs = keyword_only_parameters(getattr(keras_hub.models, name))
+    for parameter in ours.values():
+        if parameter.name not in theirs:
+            assert parameter.default is not inspect.Parameter.empty, (
+                parameter.name
+            )
 
 
 def test_mixtral_router_logits_are_a_clear_error():
