@@ -39,13 +39,55 @@ YARN_OPTIONS = dict(
 )
 
 
-def is_sliding_window_layer(index):
+LAYER_TYPES = ("sliding_attention", "full_attention")
+"""The values of `layer_types` (Hugging Face's names)."""
+
+
+def is_sliding_window_layer(index, layer_types=None):
     """Whether block `index` attends through the sliding window.
 
-    keras-hub's GPT-OSS windows the odd blocks (1, 3, ...); the blocks in
-    between attend to the whole causal prefix.
+    Args:
+        index: int, the block.
+        layer_types: `None` for keras-hub's pattern, which windows the odd
+            blocks (1, 3, ...) and lets the blocks in between attend to the
+            whole causal prefix; or one of `LAYER_TYPES` per block.
     """
-    return index % 2 == 1
+    if layer_types is None:
+        return index % 2 == 1
+    return layer_types[index] == "sliding_attention"
+
+
+def check_layer_types(layer_types, num_layers, sliding_window):
+    """Raises a `ValueError` naming a malformed `layer_types`."""
+    if layer_types is None:
+        return
+    if isinstance(layer_types, str) or not isinstance(
+        layer_types, (list, tuple)
+    ):
+        raise ValueError(
+            "GptOssBackbone: `layer_types` must be None or a list of "
+            f"{num_layers} (num_layers) strings, each one of {LAYER_TYPES}. "
+            f"Received: layer_types={layer_types!r}."
+        )
+    unknown = [t for t in layer_types if t not in LAYER_TYPES]
+    if len(layer_types) != num_layers or unknown:
+        problem = (
+            f"unknown value(s) {unknown}"
+            if unknown
+            else f"{len(layer_types)} entries"
+        )
+        raise ValueError(
+            f"GptOssBackbone: `layer_types` needs {num_layers} entries "
+            f"(num_layers), each one of {LAYER_TYPES}; it has {problem}. "
+            f"Received: layer_types={list(layer_types)!r}."
+        )
+    windowed = [i for i, t in enumerate(layer_types) if t != "full_attention"]
+    if sliding_window is None and windowed:
+        raise ValueError(
+            f"GptOssBackbone: `layer_types` windows the blocks {windowed} "
+            "but sliding_window=None. Pass a window size, or "
+            "'full_attention' for every block."
+        )
 
 
 class GptOssBackbone(Backbone):
@@ -56,8 +98,9 @@ class GptOssBackbone(Backbone):
 
     - attention has biases on all four projections and a learned logit per
       query head (`sinks`) that joins every query's softmax denominator;
-    - odd blocks see only the `sliding_window` tokens before the query
-      (and the query), even blocks the whole prefix;
+    - the odd blocks (or those `layer_types` names) see only the
+      `sliding_window` tokens before the query (and the query), the others
+      the whole prefix;
     - RoPE with YaRN's context extension (`rope_scaling_factor` times 4096
       positions);
     - the router has a bias; each token keeps its `top_k` largest logits
@@ -81,9 +124,10 @@ class GptOssBackbone(Backbone):
             RoPE. Defaults to `1.0`.
         layer_norm_epsilon: float. Epsilon of the RMS norms. Defaults to
             `1e-6`.
-        sliding_window: int or `None`. In the odd blocks a query attends to
-            itself and the `sliding_window` tokens before it (keras-hub's
-            count); `None` windows no block. Defaults to `4096`.
+        sliding_window: int or `None`. In the windowed blocks a query
+            attends to itself and the `sliding_window` tokens before it
+            (keras-hub's count); `None` windows no block. Defaults to
+            `4096`.
         head_dim: int or `None`. Size of each head; `None` means
             `hidden_dim // num_query_heads`.
         dropout: float. Dropout rate in training. Defaults to `0`.
@@ -91,6 +135,11 @@ class GptOssBackbone(Backbone):
             positional order; only `False` is supported (the backbone
             outputs hidden states).
         dtype: string or `keras.DTypePolicy`.
+        layer_types: list of strings or `None` (keyword-only). Which blocks
+            are windowed, one `"sliding_attention"` or `"full_attention"`
+            per block (Hugging Face's `layer_types`). `None`, the default,
+            windows the odd blocks 1, 3, ... as keras-hub does; OpenAI's
+            checkpoints window the even ones 0, 2, ...
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
     Example:
@@ -157,13 +206,18 @@ class GptOssBackbone(Backbone):
         dropout=0,
         output_router_logits=False,
         dtype=None,
+        *,
+        layer_types=None,
         **kwargs,
     ):
         check_no_router_logits("GptOssBackbone", output_router_logits)
+        check_layer_types(layer_types, num_layers, sliding_window)
 
         def attention_options(index):
             window = None
-            if sliding_window is not None and is_sliding_window_layer(index):
+            if sliding_window is not None and is_sliding_window_layer(
+                index, layer_types
+            ):
                 # Ours counts the query in the window; keras-hub's doesn't.
                 window = sliding_window + 1
             return {

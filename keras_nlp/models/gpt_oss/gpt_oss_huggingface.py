@@ -1,4 +1,5 @@
-"""Hugging Face `gpt_oss` checkpoints, unquantized (e.g. saved in bfloat16).
+"""Hugging Face `gpt_oss` checkpoints: OpenAI's (MXFP4 experts) and
+unquantized ones.
 
 The tensors are Llama's attention with biases on all four projections and
 per-head `self_attn.sinks`, a router `mlp.router` with a bias, and the
@@ -8,29 +9,38 @@ odd ones, as ours), `gate_up_proj_bias`, `down_proj`
 `(experts, intermediate, hidden)` and `down_proj_bias`: the same layouts as
 our variables.
 
-What does not load, with an error naming the field:
+OpenAI's `gpt-oss-20b` and `gpt-oss-120b` store `gate_up_proj` and
+`down_proj` as MXFP4 (`quantization_config: {"quant_method": "mxfp4"}`,
+tensors `*_blocks` and `*_scales`; see `keras_nlp.saving.huggingface.Mxfp4`).
+They are dequantized on load, each device reading and dequantizing only
+the blocks and scales of its shard, to the variables' dtype (every MXFP4
+value is exact in bfloat16 and float32). Export writes the unquantized
+layout (and no `quantization_config`).
 
-- MXFP4-quantized checkpoints (`quantization_config`, the experts as
-  `*_blocks` and `*_scales`): OpenAI's released `gpt-oss-20b` and
-  `gpt-oss-120b` are stored so. Dequantize them first (`transformers`
-  loads them with `Mxfp4Config(dequantize=True)` and `save_pretrained`
-  writes this layout).
-- A sliding-window pattern other than our backbone's. `GptOssBackbone`
-  windows the odd blocks (1, 3, ...), following keras-hub; Hugging Face's
-  `layer_types` says which blocks are windowed, and OpenAI's checkpoints
-  (like `GptOssConfig`'s default) window the even ones (0, 2, ...) as
-  OpenAI's reference code does. Loading those into our pattern would give
-  wrong numbers, so they are refused; so is a config without `layer_types`
-  whose window `GptOssConfig` would put on the even blocks.
-- YaRN parameters other than GPT-OSS's (`beta_fast=32`, `beta_slow=1`,
-  `original_max_position_embeddings=4096`, `truncate=false`, the default
-  attention factor), and `swiglu_limit` other than 7.
+Which blocks are windowed is Hugging Face's `layer_types` (absent:
+`GptOssConfig`'s default, the even blocks 0, 2, ...), which OpenAI's
+checkpoints set to the even blocks as OpenAI's reference code does;
+keras-hub's backbone windows the odd ones. The backbone's `layer_types`
+option carries any other pattern (it stays None, keras-hub's pattern, when
+the checkpoint's is that one), and export writes it back.
 
 Hugging Face's `sliding_window` counts the query itself (a query sees the
 `sliding_window - 1` tokens before it, as in OpenAI's reference code); our
 backbone's (keras-hub's) counts the tokens before it, so ours is theirs
 minus one. keras-hub's own loader passes the value through unchanged,
-which widens the window by one token.
+which widens the window by one token. An absent `sliding_window` is
+`GptOssConfig`'s default, 128; null windows no block.
+
+A config without `rope_scaling` (or `rope_parameters`) means
+`GptOssConfig`'s default, YaRN with factor 32 (and then `transformers`
+takes `max_position_embeddings` as the original length); null means plain
+RoPE, which export writes for an unscaled backbone.
+
+What does not load, with an error naming the field: other quantization
+methods; YaRN parameters other than GPT-OSS's (`beta_fast=32`,
+`beta_slow=1`, `original_max_position_embeddings=4096`, `truncate=false`,
+the default attention factor); `swiglu_limit` other than 7 and
+`swiglu_alpha` other than 1.702.
 
 `router_aux_loss_coef` and `output_router_logits` only matter to Hugging
 Face's training loss and outputs (our backbone adds no load-balancing
@@ -41,6 +51,7 @@ loss); `initial_context_length` is OpenAI's name for YaRN's
 import math
 
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import EXPERT_CLAMP_LIMIT
+from keras_nlp.models.gpt_oss.gpt_oss_backbone import LAYER_TYPES
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import MOE_BLOCK
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import YARN_OPTIONS
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import is_sliding_window_layer
@@ -52,6 +63,7 @@ from keras_nlp.saving.huggingface import HEADS_BIAS
 from keras_nlp.saving.huggingface import HEADS_KERNEL
 from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface import KERNEL
+from keras_nlp.saving.huggingface import MXFP4
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
@@ -101,16 +113,36 @@ GPT_OSS_WEIGHTS = [
     ),
     Weight(_MOE + "router/router_dense/bias", _LAYER + "mlp.router.bias"),
     *(
-        Weight(_MOE + f"experts/{name}", _LAYER + f"mlp.experts.{name}")
-        for name in (
-            "gate_up_proj",
-            "gate_up_proj_bias",
-            "down_proj",
-            "down_proj_bias",
+        Weight(
+            _MOE + f"experts/{name}",
+            _LAYER + f"mlp.experts.{name}",
+            stored_as=(MXFP4,),
         )
+        for name in ("gate_up_proj", "down_proj")
+    ),
+    *(
+        Weight(_MOE + f"experts/{name}", _LAYER + f"mlp.experts.{name}")
+        for name in ("gate_up_proj_bias", "down_proj_bias")
     ),
 ]
-"""The tensor table: our variables have Hugging Face's expert layouts."""
+"""The tensor table: our variables have Hugging Face's expert layouts; the
+expert kernels may be stored as MXFP4 (OpenAI's checkpoints)."""
+
+# `GptOssConfig`'s defaults: the window size, and the SwiGLU's sigmoid
+# gain (ours is fixed, `quick_gelu`'s 1.702).
+_DEFAULT_WINDOW = 128
+_SWIGLU_ALPHA = 1.702
+
+# `GptOssConfig`'s `rope_scaling` when a config has none (no
+# `original_max_position_embeddings`: `transformers` then takes
+# `max_position_embeddings`).
+_DEFAULT_ROPE_SCALING = {
+    "rope_type": "yarn",
+    "factor": 32.0,
+    "beta_fast": 32.0,
+    "beta_slow": 1.0,
+    "truncate": False,
+}
 
 # The YaRN keys `transformers` reads, with the values GPT-OSS's backbone
 # is built with (absent keys take `transformers`' defaults, also listed).
@@ -130,6 +162,10 @@ def _read_rope(hf):
     `rope_parameters` (v5); unscaled RoPE is factor 1."""
     parameters = hf.get("rope_parameters")
     scaling = hf.get("rope_scaling")
+    defaulted = "rope_scaling" not in hf and "rope_parameters" not in hf
+    if defaulted:
+        # Absent is `GptOssConfig`'s default YaRN (null is plain RoPE).
+        scaling = dict(_DEFAULT_ROPE_SCALING)
     field, rope = "rope_scaling", scaling
     if parameters is not None:
         if scaling is not None:
@@ -160,7 +196,13 @@ def _read_rope(hf):
             # `transformers` falls back to `max_position_embeddings`.
             value = hf.get("max_position_embeddings")
         if value != ours:
-            hf.unsupported(f"{field}.{key}", value, (ours,))
+            why = (
+                " (the config has no rope_scaling, which means "
+                f"GptOssConfig's default {_DEFAULT_ROPE_SCALING})"
+                if defaulted
+                else ""
+            )
+            hf.unsupported(f"{field}.{key}", value, (ours,), why=why)
     attention_factor = rope.pop("attention_factor", None)
     implied = 0.1 * math.log(factor) + 1.0
     if attention_factor is not None and not math.isclose(
@@ -182,67 +224,64 @@ def _read_rope(hf):
 
 
 def _read_window(hf, num_layers):
-    """Our `sliding_window` from `sliding_window` and `layer_types`."""
-    window = hf.get("sliding_window")
+    """Our `(sliding_window, layer_types)` from `sliding_window` and
+    `layer_types`."""
+    # Absent is `GptOssConfig`'s default; null windows nothing.
+    absent = "sliding_window" not in hf
+    window = hf.get("sliding_window", _DEFAULT_WINDOW if absent else None)
     types = hf.get("layer_types")
     if types is None:
-        # `GptOssConfig` then windows the even blocks, when it has a window.
+        # `GptOssConfig`'s default: the even blocks.
         types = [
             "sliding_attention" if i % 2 == 0 else "full_attention"
             for i in range(num_layers)
         ]
-        if window is None:
-            types = ["full_attention"] * num_layers
-        described = f"absent (with sliding_window={window})"
-    else:
-        described = types
-    if len(types) != num_layers or not set(types) <= {
-        "sliding_attention",
-        "full_attention",
-    }:
+    if (
+        not isinstance(types, list)
+        or len(types) != num_layers
+        or not set(types) <= set(LAYER_TYPES)
+    ):
         hf.unsupported(
             "layer_types",
             types,
-            why=f" (expected {num_layers} of 'sliding_attention' or "
-            "'full_attention')",
+            why=f" (expected a list of {num_layers} of {LAYER_TYPES})",
         )
     windowed = [t == "sliding_attention" for t in types]
-    if not any(windowed):
-        return None
-    ours = [is_sliding_window_layer(i) for i in range(num_layers)]
-    if windowed != ours:
-        pattern = ["sliding" if w else "full" for w in windowed]
+    if window is None or not any(windowed):
+        return None, None
+    if not isinstance(window, int) or isinstance(window, bool) or window < 2:
         hf.unsupported(
-            "layer_types",
-            described,
-            why=(
-                f" (windowed blocks {pattern}; GptOssBackbone, like "
-                "keras-hub's, windows the odd blocks 1, 3, ... only, so "
-                "these weights would compute different numbers)"
-            ),
+            "sliding_window",
+            window,
+            why=" (need an integer >= 2: it counts the query itself)",
         )
-    if not isinstance(window, int) or window < 1:
-        hf.unsupported("sliding_window", window, why=" (need >= 1 tokens)")
+    if windowed == [is_sliding_window_layer(i) for i in range(num_layers)]:
+        # keras-hub's pattern: the backbone's default.
+        types = None
     # Theirs counts the query; ours the tokens before it.
-    return window - 1
+    return window - 1, types
 
 
 def _from_hf(hf):
     quantization = hf.get("quantization_config")
-    if quantization is not None:
+    if quantization is not None and (
+        not isinstance(quantization, dict)
+        or quantization.get("quant_method") != "mxfp4"
+    ):
+        # Which tensors are MXFP4 the checkpoint's `*_blocks` say.
         hf.unsupported(
             "quantization_config",
             quantization,
             why=(
-                " (quantized experts: dequantize the checkpoint, e.g. load "
-                "it in transformers with Mxfp4Config(dequantize=True) and "
-                "save_pretrained it)"
+                " (only quant_method 'mxfp4', OpenAI's, is read: other "
+                "quantized checkpoints must be dequantized first)"
             ),
         )
     config = read_llama_style(hf)
     hf.expect("attention_bias", (True,), default=True)
     hf.expect("tie_word_embeddings", (False,), default=False)
     hf.expect("swiglu_limit", (EXPERT_CLAMP_LIMIT,), default=EXPERT_CLAMP_LIMIT)
+    hf.expect("swiglu_alpha", (_SWIGLU_ALPHA,), default=_SWIGLU_ALPHA)
     theta, factor = _read_rope(hf)
     config["rope_max_wavelength"] = theta
     config["rope_scaling_factor"] = factor
@@ -258,7 +297,10 @@ def _from_hf(hf):
             [config["top_k"]],
             why=" (it disagrees with num_experts_per_tok)",
         )
-    config["sliding_window"] = _read_window(hf, config["num_layers"])
+    window, types = _read_window(hf, config["num_layers"])
+    config["sliding_window"] = window
+    if types is not None:
+        config["layer_types"] = types
     return config
 
 
@@ -283,13 +325,17 @@ def _to_hf(config):
         "sliding_window": None if window is None else window + 1,
         "layer_types": [
             "sliding_attention"
-            if window is not None and is_sliding_window_layer(i)
+            if window is not None
+            and is_sliding_window_layer(i, config.get("layer_types"))
             else "full_attention"
             for i in range(layers)
         ],
         "tie_word_embeddings": False,
         "max_position_embeddings": 131072,
     }
+    # Always written: an absent field would read as `GptOssConfig`'s
+    # default YaRN, null as plain RoPE.
+    fields["rope_scaling"] = None
     if factor != 1.0:
         fields["rope_scaling"] = {
             "rope_type": "yarn",

@@ -16,15 +16,19 @@ from keras_nlp.saving.huggingface.conversions import HEADS_BIAS
 from keras_nlp.saving.huggingface.conversions import HEADS_KERNEL
 from keras_nlp.saving.huggingface.conversions import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface.conversions import KERNEL
+from keras_nlp.saving.huggingface.conversions import MXFP4
 from keras_nlp.saving.huggingface.conversions import Add
 from keras_nlp.saving.huggingface.conversions import Merge
+from keras_nlp.saving.huggingface.conversions import Mxfp4
 from keras_nlp.saving.huggingface.conversions import Op
 from keras_nlp.saving.huggingface.conversions import Pad
 from keras_nlp.saving.huggingface.conversions import Permute
 from keras_nlp.saving.huggingface.conversions import Split
+from keras_nlp.saving.huggingface.conversions import StoredTensor
 from keras_nlp.saving.huggingface.conversions import Transpose
 from keras_nlp.saving.huggingface.conversions import Weight
 from keras_nlp.saving.huggingface.conversions import bind
+from keras_nlp.saving.huggingface.conversions import dequantize_mxfp4
 from keras_nlp.saving.huggingface.conversions import layer_norm_rows
 from keras_nlp.saving.huggingface.conversions import linear_rows
 from keras_nlp.saving.huggingface.export import write_huggingface
@@ -44,18 +48,22 @@ __all__ = [
     "HEADS_KERNEL",
     "HEADS_OUTPUT_KERNEL",
     "KERNEL",
+    "MXFP4",
     "Add",
     "Checkpoint",
     "HuggingFaceConfig",
     "HuggingFaceFamily",
     "Merge",
+    "Mxfp4",
     "Op",
     "Pad",
     "Permute",
     "Split",
+    "StoredTensor",
     "Transpose",
     "Weight",
     "bind",
+    "dequantize_mxfp4",
     "layer_norm_rows",
     "linear_rows",
     "build_from_huggingface",

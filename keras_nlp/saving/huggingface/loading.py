@@ -10,6 +10,7 @@ from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.saving.huggingface.checkpoint import Checkpoint
 from keras_nlp.saving.huggingface.checkpoint import read_huggingface_config
+from keras_nlp.saving.huggingface.conversions import StoredTensor
 from keras_nlp.saving.huggingface.conversions import bind
 from keras_nlp.saving.huggingface.family import family_for_model_type
 from keras_nlp.saving.preset_files import CONFIG_FILE
@@ -105,6 +106,7 @@ def match_checkpoint(model, family, config, checkpoint):
     fused = collections.defaultdict(list)
     # The size along the parts' axis of fused tensors with a `view`.
     views = {}
+    found = {}
     for binding in bindings:
         variable = by_path[binding.path]
         names = [spell(n) for n in binding.names]
@@ -114,6 +116,10 @@ def match_checkpoint(model, family, config, checkpoint):
         for name in names:
             info = _lookup(checkpoint, name, family.old_names)
             if info is None:
+                info = _stored(binding.weight, name, checkpoint, problems)
+                if info is False:
+                    continue
+            if info is None:
                 problems.append(
                     f"{name}: missing (for {binding.path}, expected shape "
                     f"{_their_shape(expected, region)})"
@@ -121,6 +127,9 @@ def match_checkpoint(model, family, config, checkpoint):
                 continue
             name = info.name
             used.add(name)
+            if isinstance(info, StoredTensor):
+                used.update(part.name for part in info.parts)
+            found[name] = info
             infos.append(info)
             if region is not None:
                 fused[name].append((binding.path, region))
@@ -149,9 +158,7 @@ def match_checkpoint(model, family, config, checkpoint):
             if plus is not None:
                 sources[-1].plus = plus
     for name, parts in fused.items():
-        problems.extend(
-            _tiling_problems(checkpoint.tensors[name], parts, views.get(name))
-        )
+        problems.extend(_tiling_problems(found[name], parts, views.get(name)))
     ignorable = [re.compile(p) for p in family.ignorable_tensors]
     extra = [
         name
@@ -183,6 +190,27 @@ def _lookup(checkpoint, name, old_names):
             break
         info = checkpoint.tensors.get(re.sub(pattern, replacement, name))
     return info
+
+
+def _files(info):
+    """The files `info` is read from (a `StoredTensor`'s parts' files)."""
+    if isinstance(info, StoredTensor):
+        return info.filenames
+    return (info.filename,)
+
+
+def _stored(weight, name, checkpoint, problems):
+    """`name` in the first of the row's `stored_as` forms the checkpoint
+    has (a `StoredTensor`); None when none; False (with the problems
+    listed) when its parts are missing or malformed."""
+    for form in weight.stored_as:
+        tensor, malformed = form.find(name, checkpoint.tensors)
+        if malformed:
+            problems.extend(malformed)
+            return False
+        if tensor is not None:
+            return tensor
+    return None
 
 
 def _plus_info(binding, spell, checkpoint, used, problems):
@@ -285,7 +313,10 @@ def _reader(source, read, allow_nonfinite):
         pieces = []
         for stack_index in indices:
             info = infos[0] if stack_index is None else infos[stack_index]
-            piece = cut(read(info.name, their_box))
+            if isinstance(info, StoredTensor):
+                piece = cut(info.read(read, their_box, target))
+            else:
+                piece = cut(read(info.name, their_box))
             if binding.plus is not None:
                 # Folded in as their model adds it (in float32 at least).
                 row = read(source.plus.name, ((0, 1), box[-1]))
@@ -362,7 +393,7 @@ def build_from_huggingface(
                 )
                 for source in with_progress(sources, checkpoint.path, verbose):
                     infos = source.infos + [source.plus] * bool(source.plus)
-                    files = sorted({info.filename for info in infos})
+                    files = sorted({f for info in infos for f in _files(info)})
                     # One memory map per variable: its pages leave the
                     # process with it.
                     with checkpoint.reading(files) as read:

@@ -1,5 +1,7 @@
 """GptOssBackbone: paths, shapes, windows, preset sizes, errors."""
 
+import keras
+import numpy as np
 import pytest
 
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
@@ -76,6 +78,42 @@ def test_variable_paths_shapes_and_windows():
     ] == [None, None]
 
 
+EVEN = ["sliding_attention", "full_attention"]
+
+
+def test_layer_types_choose_the_windowed_blocks():
+    # OpenAI's checkpoints window the even blocks (Hugging Face's names).
+    model = GptOssBackbone(**TINY, layer_types=EVEN)
+    windows = [
+        b.attention.sliding_window_size for b in model.transformer_layers
+    ]
+    assert windows == [4, None]
+    config = model.get_config()
+    assert config["layer_types"] == EVEN
+    again = GptOssBackbone.from_config(config)
+    assert [
+        b.attention.sliding_window_size for b in again.transformer_layers
+    ] == [4, None]
+    assert GptOssBackbone(**TINY).get_config()["layer_types"] is None
+
+
+@pytest.mark.parametrize("layer_types", [["sliding_attention"], None])
+def test_windowed_block_does_not_see_past_its_window(layer_types):
+    # One block: windowed (query + 2 before it) or, keras-hub's pattern
+    # for block 0, full. Changing token 0 changes exactly the positions
+    # whose attention reaches it.
+    config = dict(TINY, num_layers=1, sliding_window=2)
+    model = GptOssBackbone(**config, layer_types=layer_types)
+    # Row 1 is row 0 with token 0 changed; one call for both.
+    token_ids = np.array([[5, 9, 2, 7, 11, 3], [40, 9, 2, 7, 11, 3]], "int32")
+    outputs = keras.ops.convert_to_numpy(
+        model({"token_ids": token_ids, "padding_mask": np.ones_like(token_ids)})
+    )
+    moved = np.abs(outputs[1] - outputs[0]).max(axis=-1) > 1e-6
+    reach = 3 if layer_types else 6
+    assert moved.tolist() == [i < reach for i in range(6)]
+
+
 @pytest.mark.parametrize("preset", list(PRESET_PARAMS))
 def test_preset_parameter_count_matches_keras_hub(preset):
     plan = GptOssBackbone.plan_layout({"batch": 1, "model": 1}, preset=preset)
@@ -112,6 +150,26 @@ def test_preset_shapes_follow_the_published_configs():
         ({"rope_scaling_factor": 0.5}, ValueError, ["factor=0.5"]),
         ({"head_dim": 7}, ValueError, ["head_dim=7"]),
         ({"rope_type": "yarn"}, TypeError, ["rope_type", "head_dim"]),
+        (
+            {"layer_types": ["full_attention"]},
+            ValueError,
+            ["needs 2 entries", "it has 1 entries", "['full_attention']"],
+        ),
+        (
+            {"layer_types": ["sliding_attention", "local"]},
+            ValueError,
+            ["unknown value(s) ['local']", "'sliding_attention'"],
+        ),
+        (
+            {"layer_types": "sliding_attention"},
+            ValueError,
+            ["must be None or a list of 2", "'sliding_attention'"],
+        ),
+        (
+            {"layer_types": EVEN, "sliding_window": None},
+            ValueError,
+            ["windows the blocks [0]", "sliding_window=None"],
+        ),
     ],
 )
 def test_invalid_arguments_are_named(override, error, words):
