@@ -200,18 +200,21 @@ def read_gemma3_text(hf):
     return config
 
 
-def _nested(hf, key, defaults, ignored):
+def nested_config(hf, key, defaults):
+    """The nested config `key` of a multimodal `hf`, its class's omitted
+    `defaults` applied (also PaliGemma's)."""
     data = hf.get(key)
     if not isinstance(data, dict):
         hf.unsupported(key, data, why=" (expected an object)")
-    nested = HuggingFaceConfig(
+    return HuggingFaceConfig(
         {**defaults, **data}, f"{hf.path} ({key})", hf.model
     )
-    return nested, ignored
 
 
-def read_vision(hf, vision, output_dim):
-    """Our `Gemma3VisionEncoder` arguments (a config dict)."""
+def read_siglip(vision):
+    """The SigLIP tower of a `siglip_vision_model` config (also
+    PaliGemma's): `{image_size, patch_size, num_heads, hidden_dim,
+    num_layers, intermediate_dim}`."""
     vision.expect("vision_use_head", (False,), default=False)
     vision.expect("num_channels", (3,), default=3)
     vision.expect("hidden_act", (APPROXIMATE_GELU,), default=APPROXIMATE_GELU)
@@ -220,8 +223,37 @@ def read_vision(hf, vision, output_dim):
         (VISION_LAYER_NORM_EPSILON,),
         default=VISION_LAYER_NORM_EPSILON,
     )
-    image_size = vision.require("image_size")
-    patch_size = vision.require("patch_size")
+    return {
+        "image_size": vision.require("image_size"),
+        "patch_size": vision.require("patch_size"),
+        "num_heads": vision.require("num_attention_heads"),
+        "hidden_dim": vision.require("hidden_size"),
+        "num_layers": vision.require("num_hidden_layers"),
+        "intermediate_dim": vision.require("intermediate_size"),
+    }
+
+
+def write_siglip(tower):
+    """`vision_config` fields of what `read_siglip` reads."""
+    return {
+        "model_type": "siglip_vision_model",
+        "image_size": tower["image_size"],
+        "patch_size": tower["patch_size"],
+        "num_attention_heads": tower["num_heads"],
+        "hidden_size": tower["hidden_dim"],
+        "num_hidden_layers": tower["num_layers"],
+        "intermediate_size": tower["intermediate_dim"],
+        "layer_norm_eps": VISION_LAYER_NORM_EPSILON,
+        "hidden_act": APPROXIMATE_GELU,
+        "num_channels": 3,
+        "vision_use_head": False,
+    }
+
+
+def read_vision(hf, vision, output_dim):
+    """Our `Gemma3VisionEncoder` arguments (a config dict)."""
+    tower = read_siglip(vision)
+    image_size, patch_size = tower["image_size"], tower["patch_size"]
     tokens = hf.get("mm_tokens_per_image", 256)
     side = math.isqrt(tokens)
     patches = image_size // patch_size
@@ -235,12 +267,7 @@ def read_vision(hf, vision, output_dim):
             ),
         )
     return {
-        "image_size": image_size,
-        "patch_size": patch_size,
-        "num_heads": vision.require("num_attention_heads"),
-        "hidden_dim": vision.require("hidden_size"),
-        "num_layers": vision.require("num_hidden_layers"),
-        "intermediate_dim": vision.require("intermediate_size"),
+        **tower,
         "output_dim": output_dim,
         "pool_size": patches // side,
         "layer_norm_epsilon": VISION_LAYER_NORM_EPSILON,
@@ -253,16 +280,12 @@ def read_vision(hf, vision, output_dim):
 def _from_hf(hf):
     if hf.data.get("model_type") != "gemma3":
         return read_gemma3_text(hf)
-    text, text_ignored = _nested(
-        hf, "text_config", TEXT_DEFAULTS, TEXT_IGNORED_FIELDS
-    )
+    text = nested_config(hf, "text_config", TEXT_DEFAULTS)
     config = read_gemma3_text(text)
-    text.check_all_read(text_ignored)
-    vision, vision_ignored = _nested(
-        hf, "vision_config", VISION_DEFAULTS, VISION_IGNORED_FIELDS
-    )
+    text.check_all_read(TEXT_IGNORED_FIELDS)
+    vision = nested_config(hf, "vision_config", VISION_DEFAULTS)
     encoder = read_vision(hf, vision, config["hidden_dim"])
-    vision.check_all_read(vision_ignored)
+    vision.check_all_read(VISION_IGNORED_FIELDS)
     config["image_size"] = encoder["image_size"]
     config["vision_encoder"] = encoder
     return config
@@ -330,20 +353,7 @@ def _vision_config(config):
     side = (encoder["image_size"] // encoder["patch_size"]) // encoder[
         "pool_size"
     ]
-    vision = {
-        "model_type": "siglip_vision_model",
-        "image_size": encoder["image_size"],
-        "patch_size": encoder["patch_size"],
-        "num_attention_heads": encoder["num_heads"],
-        "hidden_size": encoder["hidden_dim"],
-        "num_hidden_layers": encoder["num_layers"],
-        "intermediate_size": encoder["intermediate_dim"],
-        "layer_norm_eps": VISION_LAYER_NORM_EPSILON,
-        "hidden_act": APPROXIMATE_GELU,
-        "num_channels": 3,
-        "vision_use_head": False,
-    }
-    return vision, side * side
+    return write_siglip(encoder), side * side
 
 
 def _to_hf(config):
@@ -360,42 +370,34 @@ def _to_hf(config):
     }
 
 
-def vision_weights():
-    """The SigLIP tower's and the projector's rows (current names)."""
+def siglip_weights(prefix=VISION_PREFIX):
+    """The SigLIP tower's rows (`VisionTransformerEncoder` named
+    `image_encoder`, also PaliGemma's), its tensors under `prefix`."""
     ours = "image_encoder/"
     block = ours + "encoder_block_{j}/"
-    layer = VISION_PREFIX + "encoder.layers.{j}."
+    layer = prefix + "encoder.layers.{j}."
     rows = [
         Weight(
             ours + "encoder_embeddings/embedding_conv/kernel",
-            VISION_PREFIX + "embeddings.patch_embedding.weight",
+            prefix + "embeddings.patch_embedding.weight",
             # (height, width, channels, out) -> (out, channels, h, w).
             (Transpose((3, 2, 0, 1)),),
         ),
         Weight(
             ours + "encoder_embeddings/embedding_conv/bias",
-            VISION_PREFIX + "embeddings.patch_embedding.bias",
+            prefix + "embeddings.patch_embedding.bias",
         ),
         Weight(
             ours + "encoder_embeddings/position_embedding/embeddings",
-            VISION_PREFIX + "embeddings.position_embedding.weight",
+            prefix + "embeddings.position_embedding.weight",
         ),
         Weight(
             ours + "encoder_layer_norm/gamma",
-            VISION_PREFIX + "post_layernorm.weight",
+            prefix + "post_layernorm.weight",
         ),
         Weight(
             ours + "encoder_layer_norm/beta",
-            VISION_PREFIX + "post_layernorm.bias",
-        ),
-        Weight(
-            "vision_output_encoder/vision_soft_embedding_norm/scale",
-            PROJECTOR_PREFIX + "mm_soft_emb_norm.weight",
-        ),
-        # A (vision hidden, text hidden) matrix in both.
-        Weight(
-            "vision_output_encoder/vision_input_projection/kernel",
-            PROJECTOR_PREFIX + "mm_input_projection_weight",
+            prefix + "post_layernorm.bias",
         ),
     ]
     dense = {
@@ -422,6 +424,22 @@ def vision_weights():
                 )
             )
     return rows
+
+
+def vision_weights():
+    """The SigLIP tower's and the projector's rows (current names)."""
+    return [
+        *siglip_weights(),
+        Weight(
+            "vision_output_encoder/vision_soft_embedding_norm/scale",
+            PROJECTOR_PREFIX + "mm_soft_emb_norm.weight",
+        ),
+        # A (vision hidden, text hidden) matrix in both.
+        Weight(
+            "vision_output_encoder/vision_input_projection/kernel",
+            PROJECTOR_PREFIX + "mm_input_projection_weight",
+        ),
+    ]
 
 
 def _weights(config):
