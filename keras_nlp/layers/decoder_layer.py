@@ -1,4 +1,4 @@
-"""The pre-norm decoder block shared by the decoder-only LLM backbones."""
+"""The decoder block shared by the decoder-only LLM backbones."""
 
 import inspect
 
@@ -31,7 +31,7 @@ def get_activation(name):
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class DecoderLayer(keras.layers.Layer):
-    """Pre-norm causal transformer block: attention, then a feed-forward.
+    """Causal transformer block: attention, then a feed-forward.
 
     Sequential (Llama, Mistral, Qwen, Phi-3, GPT-2, OPT, Bloom, Falcon):
 
@@ -40,6 +40,12 @@ class DecoderLayer(keras.layers.Layer):
 
     With `parallel_residual=True` (GPT-J style) both branches read `x`:
     `y = x + attention(attention_norm(x)) + feedforward(feedforward_norm(x))`.
+
+    With `normalize_first=False` the block is post-norm (OPT-350M), each
+    norm applied to its residual sum:
+
+        h = attention_norm(x + attention(x))
+        y = feedforward_norm(h + feedforward(h))
 
     The feed-forward is gated, `output(act(gate(z)) * intermediate(z))`
     (SwiGLU and friends), or plain, `output(act(intermediate(z)))`, or any
@@ -67,6 +73,9 @@ class DecoderLayer(keras.layers.Layer):
             `"layer"` (`keras.layers.LayerNormalization`).
         layer_norm_epsilon: float. Epsilon of both norms.
         parallel_residual: bool. See above.
+        normalize_first: bool. Pre-norm (`True`, the default) or
+            post-norm (`False`) branches, see above; post-norm cannot be
+            combined with `parallel_residual`.
         dropout: float. Dropout on each branch's output before its residual
             add.
         feedforward_dropout: float or `None`. Rate for the feed-forward
@@ -123,6 +132,8 @@ class DecoderLayer(keras.layers.Layer):
         feedforward_dropout=None,
         kernel_initializer="glorot_uniform",
         sublayer_names=None,
+        *,
+        normalize_first=True,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -136,6 +147,12 @@ class DecoderLayer(keras.layers.Layer):
                 "Either `intermediate_dim` (for the dense feed-forward) or "
                 "a `feedforward` layer is required. Received: "
                 f"intermediate_dim={intermediate_dim!r}, feedforward=None."
+            )
+        if parallel_residual and not normalize_first:
+            raise ValueError(
+                "A post-norm block (`normalize_first=False`) has sequential "
+                "residuals. Received: parallel_residual=True, "
+                "normalize_first=False."
             )
         unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
         if unknown:
@@ -153,6 +170,7 @@ class DecoderLayer(keras.layers.Layer):
         self.normalization = normalization
         self.layer_norm_epsilon = layer_norm_epsilon
         self.parallel_residual = parallel_residual
+        self.normalize_first = normalize_first
         self.dropout = dropout
         self.feedforward_dropout_rate = feedforward_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -261,8 +279,9 @@ class DecoderLayer(keras.layers.Layer):
             attention_kwargs = dict(
                 cache=cache, cache_update_index=cache_update_index
             )
+        pre_norm = self.normalize_first
         attended = self.attention(
-            self.attention_norm(inputs),
+            self.attention_norm(inputs) if pre_norm else inputs,
             attention_mask=mask,
             training=training,
             **attention_kwargs,
@@ -282,13 +301,19 @@ class DecoderLayer(keras.layers.Layer):
                 + attended
                 + self.feedforward_dropout(fed, training=training)
             )
-        else:
+        elif pre_norm:
             residual = inputs + attended
             fed = self._feedforward(
                 self.feedforward_norm(residual), feedforward_mask
             )
             outputs = residual + self.feedforward_dropout(
                 fed, training=training
+            )
+        else:
+            residual = self.attention_norm(inputs + attended)
+            fed = self._feedforward(residual, feedforward_mask)
+            outputs = self.feedforward_norm(
+                residual + self.feedforward_dropout(fed, training=training)
             )
         if cache is not None:
             return outputs, cache
@@ -317,6 +342,7 @@ class DecoderLayer(keras.layers.Layer):
                 "normalization": self.normalization,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "parallel_residual": self.parallel_residual,
+                "normalize_first": self.normalize_first,
                 "dropout": self.dropout,
                 "feedforward_dropout": self.feedforward_dropout_rate,
                 "kernel_initializer": keras.initializers.serialize(

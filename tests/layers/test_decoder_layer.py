@@ -70,6 +70,27 @@ def test_block_equals_its_formula(options, parallel_residual):
     np.testing.assert_allclose(outputs, expected, atol=1e-5)
 
 
+def test_post_norm_block_equals_its_formula():
+    # OPT-350M: each norm applied to its residual sum.
+    keras.utils.set_random_seed(0)
+    block = make_block(
+        normalization="layer",
+        activation="relu",
+        gated=False,
+        use_bias=True,
+        normalize_first=False,
+    )
+    outputs = numpy(block(INPUTS))
+    mask = decoder_attention_mask(2, 5, 5)
+    attended = block.attention(INPUTS, attention_mask=mask)
+    hidden = numpy(block.attention_norm(INPUTS + attended))
+    fed = block.output_dense(
+        keras.activations.relu(block.intermediate_dense(hidden))
+    )
+    expected = numpy(block.feedforward_norm(hidden + fed))
+    np.testing.assert_allclose(outputs, expected, atol=1e-5)
+
+
 def test_paths_follow_the_sublayer_names():
     block = make_block(
         use_bias=True,
@@ -166,6 +187,10 @@ def test_config_round_trip():
         (dict(normalization="batch"), "normalization='batch'"),
         (dict(intermediate_dim=None), "Either `intermediate_dim`"),
         (dict(sublayer_names={"mlp": "x"}), "Unknown `sublayer_names` keys"),
+        (
+            dict(parallel_residual=True, normalize_first=False),
+            "parallel_residual=True, normalize_first=False",
+        ),
     ],
 )
 def test_bad_arguments_are_named(kwargs, message):

@@ -97,6 +97,14 @@ _BERT_LIKE = dict(
     inputs=("token_ids", "segment_ids", "padding_mask"),
     pooled=True,
 )
+
+
+def _token_table_wide_outputs(config, batch, length):
+    """OPT's outputs are as wide as its token table (`project_out`)."""
+    width = config.get("token_embedding_dim") or config["hidden_dim"]
+    return {"sequence_output": (batch, length, width)}
+
+
 # Non-default options whose config must round-trip.
 _ROPE_OPTIONS = dict(
     rope_max_wavelength=500, rope_scaling_factor=2.0, layer_norm_epsilon=1e-4
@@ -604,8 +612,23 @@ TINY_CONFIGS = {
                 dropout=0.1,
                 max_sequence_length=16,
             ),
+            # OPT-350M: post-LayerNorm blocks, no final LayerNorm, a token
+            # table narrower than the blocks and projections between them.
+            "post_norm_projected": dict(
+                _ONE_BLOCK,
+                num_layers=2,
+                vocabulary_size=288,
+                hidden_dim=64,
+                intermediate_dim=128,
+                num_heads=8,
+                dropout=0.0,
+                max_sequence_length=16,
+                normalize_first=False,
+                token_embedding_dim=32,
+            ),
         },
         invisible_padding="right",
+        output_shapes=_token_table_wide_outputs,
     ),
     "GPTNeoXBackbone": Enrolment(
         "keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone",

@@ -5,7 +5,8 @@ OPT), then pre-LayerNorm blocks of multi-head attention and a plain
 two-layer feed-forward, every projection with a bias, then a final
 LayerNorm. The members differ only in the arguments of `build_gpt_style`:
 the feed-forward activation, where the embedding tables live, embedding
-dropout and the initializer; GPT-NeoX brings its own attention layer and
+dropout and the initializer (and OPT-350M's post-LayerNorm blocks and
+embedding projections); GPT-NeoX brings its own attention layer and
 parallel residuals instead of positions. The Bloom family (`bloom.py`)
 builds its blocks with `build_gpt_blocks` too.
 """
@@ -51,6 +52,8 @@ def build_gpt_blocks(
     kernel_initializer="glorot_uniform",
     block_names=None,
     final_norm_name="layer_norm",
+    normalize_first=True,
+    output_projection=None,
     dtype=None,
     **kwargs,
 ):
@@ -59,6 +62,8 @@ def build_gpt_blocks(
     The blocks `transformer_layer_{i}` are pre-LayerNorm `DecoderLayer`s
     with a plain (ungated) feed-forward whose dense layers have biases.
     Sets `backbone.transformer_layers` and `backbone.layer_norm`.
+    Post-LayerNorm blocks (`normalize_first=False`) end normalized: then
+    there is no final LayerNorm and `backbone.layer_norm` is `None`.
 
     Args:
         backbone: the backbone being constructed.
@@ -71,6 +76,10 @@ def build_gpt_blocks(
         block_names: `DecoderLayer` `sublayer_names` of the checkpoint;
             defaults to `BLOCK_NAMES`.
         final_norm_name: the final LayerNorm's name.
+        normalize_first: bool. Pre-LayerNorm blocks and a final LayerNorm
+            (`True`), or post-LayerNorm blocks and none (`False`).
+        output_projection: optional layer applied last (OPT-350M's
+            `project_out`).
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
@@ -89,19 +98,33 @@ def build_gpt_blocks(
             feedforward_dropout=feedforward_dropout,
             kernel_initializer=kernel_initializer,
             sublayer_names=block_names or BLOCK_NAMES,
+            normalize_first=normalize_first,
             dtype=dtype,
             name=f"transformer_layer_{index}",
         )
         for index in range(num_layers)
     ]
-    backbone.layer_norm = keras.layers.LayerNormalization(
-        epsilon=layer_norm_epsilon, dtype=dtype, name=final_norm_name
-    )
+    backbone.layer_norm = None
+    if normalize_first:
+        backbone.layer_norm = keras.layers.LayerNormalization(
+            epsilon=layer_norm_epsilon, dtype=dtype, name=final_norm_name
+        )
+    last = [
+        layer
+        for layer in (backbone.layer_norm, output_projection)
+        if layer is not None
+    ]
+
+    def finish(x):
+        for layer in last:
+            x = layer(x)
+        return x
+
     init_decoder_graph(
         backbone,
         embed=embed,
         blocks=backbone.transformer_layers,
-        final_norm=backbone.layer_norm,
+        final_norm=finish,
         dtype=dtype,
         **kwargs,
     )
@@ -122,9 +145,13 @@ def build_gpt_style(
     learned_positions=True,
     embeddings_layer=None,
     embeddings_dropout=True,
+    tie_word_embeddings=True,
     attention=None,
     parallel_residual=False,
     layer_norm_epsilon=LAYER_NORM_EPSILON,
+    embeddings=None,
+    normalize_first=True,
+    output_projection=None,
     dtype=None,
     **kwargs,
 ):
@@ -152,12 +179,20 @@ def build_gpt_style(
             both tables (OPT), or `None` for the top-level layers
             `token_embedding` and `position_embedding` (GPT-2).
         embeddings_dropout: bool. Dropout on the summed embeddings.
+        tie_word_embeddings: bool. The token table is the output
+            projection; `False` adds an untied `reverse_embeddings`
+            (GPT-NeoX's `embed_out`). Only for a separate token table.
         attention: callable returning a new attention layer named
             `self_attention` for one block; defaults to multi-head
             `CachedGroupedQueryAttention` with biases.
         parallel_residual: bool. Attention and feed-forward both read the
             block input (GPT-NeoX).
         layer_norm_epsilon: float. Epsilon of every LayerNorm.
+        embeddings: optional layer mapping the token ids to the first
+            hidden states and holding a `token_embedding` (OPT-350M's
+            projected embeddings): `backbone.embeddings`, instead of the
+            tables built here.
+        normalize_first, output_projection: as in `build_gpt_blocks`.
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
@@ -172,7 +207,10 @@ def build_gpt_style(
             f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
         )
 
-    if embeddings_layer:
+    if embeddings is not None:
+        backbone.embeddings = embeddings
+        backbone.token_embedding = embeddings.token_embedding
+    elif embeddings_layer:
         backbone.embeddings = TokenAndPositionEmbedding(
             vocabulary_size=vocabulary_size,
             sequence_length=max_sequence_length,
@@ -184,7 +222,10 @@ def build_gpt_style(
         backbone.token_embedding = backbone.embeddings.token_embedding
     else:
         backbone.token_embedding = token_embedding(
-            vocabulary_size, hidden_dim, dtype=dtype
+            vocabulary_size,
+            hidden_dim,
+            tie_weights=tie_word_embeddings,
+            dtype=dtype,
         )
         if learned_positions:
             backbone.position_embedding = PositionEmbedding(
@@ -199,7 +240,7 @@ def build_gpt_style(
         )
 
     def embed(token_ids):
-        if embeddings_layer:
+        if embeddings is not None or embeddings_layer:
             x = backbone.embeddings(token_ids)
         else:
             x = backbone.token_embedding(token_ids)
@@ -233,6 +274,8 @@ def build_gpt_style(
         layer_norm_epsilon=layer_norm_epsilon,
         parallel_residual=parallel_residual,
         kernel_initializer=initializer,
+        normalize_first=normalize_first,
+        output_projection=output_projection,
         dtype=dtype,
         **kwargs,
     )

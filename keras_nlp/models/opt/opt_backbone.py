@@ -2,12 +2,31 @@
 
 import keras
 
+from keras_nlp.distribution.rules import DATA
+from keras_nlp.distribution.rules import MODEL
+from keras_nlp.layers.dense import named_dense
+from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import position_embedding_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.gpt import build_gpt_style
 from keras_nlp.models.families.gpt import gpt_block_rules
+from keras_nlp.models.opt.opt_embedding import PROJECT_IN_DIMS
+from keras_nlp.models.opt.opt_embedding import PROJECT_OUT_DIMS
+from keras_nlp.models.opt.opt_embedding import OPTProjectedEmbedding
 from keras_nlp.models.opt.opt_presets import OPT_PRESETS
+
+# The embedding projections: their hidden side on the model axis, like
+# ALBERT's (the other way round if it won't divide).
+_PROJECTION_ROLES = (
+    {"hidden": MODEL, "embedding": DATA},
+    {"hidden": DATA, "embedding": MODEL},
+)
+
+
+def _projects(token_embedding_dim, hidden_dim):
+    """Whether the token table's width needs the embedding projections."""
+    return token_embedding_dim is not None and token_embedding_dim != hidden_dim
 
 
 class OPTBackbone(Backbone):
@@ -23,6 +42,15 @@ class OPTBackbone(Backbone):
     embedding is tied: `token_embedding(x, reverse=True)` gives the
     vocabulary logits.
 
+    Two options build OPT-350M: `normalize_first=False` makes the blocks
+    post-LayerNorm (each norm applied to its residual sum), and then there
+    is no final LayerNorm (`layer_norm` is `None`); a `token_embedding_dim`
+    other than `hidden_dim` makes the token table that wide, with
+    bias-free projections `embeddings/project_in` (token embeddings to
+    `hidden_dim`, before the positions are added) and `project_out` (the
+    last hidden states back to `token_embedding_dim`, so the outputs and
+    the tied logits are `token_embedding_dim` wide).
+
     Args:
         vocabulary_size: int. Rows of the token embedding.
         num_layers: int. Number of decoder blocks.
@@ -34,6 +62,13 @@ class OPTBackbone(Backbone):
             as OPT was trained.
         max_sequence_length: int. Rows of the position embedding, the
             longest input the model takes. Defaults to `2048`.
+        normalize_first: bool. Pre-LayerNorm blocks and a final LayerNorm
+            (`True`, the default and keras-hub's), or post-LayerNorm blocks
+            and no final LayerNorm (`False`, OPT-350M). Keyword-only.
+        token_embedding_dim: int or `None`. Width of the token table (and
+            of the outputs); `None` (the default) means `hidden_dim`, no
+            projections. OPT-350M has 512 for a `hidden_dim` of 1024.
+            Keyword-only.
         dtype: string or `keras.DTypePolicy`. Variable and compute dtype.
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
@@ -65,11 +100,23 @@ class OPTBackbone(Backbone):
     @staticmethod
     def _layout_rules(config):
         tables = "embeddings/"
-        return [
+        rules = [
             *token_embedding_rules(tables + "token_embedding/", tied=True),
             *position_embedding_rules(tables + "position_embedding/"),
             *gpt_block_rules(),
         ]
+        if _projects(config.get("token_embedding_dim"), config["hidden_dim"]):
+            rules += [
+                named_rule(
+                    tables + "project_in/kernel",
+                    PROJECT_IN_DIMS,
+                    *_PROJECTION_ROLES,
+                ),
+                named_rule(
+                    "project_out/kernel", PROJECT_OUT_DIMS, *_PROJECTION_ROLES
+                ),
+            ]
+        return rules
 
     def __init__(
         self,
@@ -81,8 +128,41 @@ class OPTBackbone(Backbone):
         dropout=0.1,
         max_sequence_length=2048,
         dtype=None,
+        *,
+        normalize_first=True,
+        token_embedding_dim=None,
         **kwargs,
     ):
+        initializer = keras.initializers.TruncatedNormal(stddev=0.02)
+        embeddings = project_out = None
+        if token_embedding_dim is not None and (
+            not isinstance(token_embedding_dim, int)
+            or isinstance(token_embedding_dim, bool)
+            or token_embedding_dim < 1
+        ):
+            raise ValueError(
+                "`token_embedding_dim` must be a positive integer or None "
+                "(the token table as wide as `hidden_dim`). Received: "
+                f"token_embedding_dim={token_embedding_dim!r}."
+            )
+        if _projects(token_embedding_dim, hidden_dim):
+            embeddings = OPTProjectedEmbedding(
+                vocabulary_size=vocabulary_size,
+                sequence_length=max_sequence_length,
+                embedding_dim=token_embedding_dim,
+                hidden_dim=hidden_dim,
+                embeddings_initializer=initializer,
+                dtype=dtype,
+                name="embeddings",
+            )
+            project_out = named_dense(
+                token_embedding_dim,
+                PROJECT_OUT_DIMS,
+                name="project_out",
+                use_bias=False,
+                kernel_initializer=initializer,
+                dtype=dtype,
+            )
         build_gpt_style(
             self,
             vocabulary_size=vocabulary_size,
@@ -93,10 +173,14 @@ class OPTBackbone(Backbone):
             max_sequence_length=max_sequence_length,
             activation="relu",
             dropout=dropout,
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            initializer=initializer,
             # Both tables in one layer, and no dropout on their sum.
             embeddings_layer="embeddings",
             embeddings_dropout=False,
+            embeddings=embeddings,
+            normalize_first=normalize_first,
+            output_projection=project_out,
             dtype=dtype,
             **kwargs,
         )
+        self.project_out = project_out

@@ -1,4 +1,4 @@
-"""Hugging Face `opt` checkpoints (OPT 125M to 66B, but not 350M).
+"""Hugging Face `opt` checkpoints (OPT 125M to 66B).
 
 Separate query/key/value projections with biases, `fc1`/`fc2` and
 pre-LayerNorm blocks, as our backbone. `embed_positions` has two rows more
@@ -10,9 +10,15 @@ first unpadded token, our backbone (like keras-hub) from its first token.
 Outputs agree on unpadded and right-padded inputs; on left-padded ones the
 real tokens see shifted positions.
 
-OPT-350M (`do_layer_norm_before=false`, `word_embed_proj_dim` smaller than
-`hidden_size`) has post-LayerNorm blocks and embedding projections our
-backbone does not build: it raises naming the field.
+OPT-350M has post-LayerNorm blocks (`do_layer_norm_before=false`, our
+`normalize_first=False`), which leaves out the final LayerNorm, and a
+token table narrower than the blocks (`word_embed_proj_dim` 512 for
+`hidden_size` 1024, our `token_embedding_dim`) with the bias-free
+`project_in`/`project_out` (our `embeddings/project_in`, `project_out`).
+`_remove_final_layer_norm=true` (pre-LayerNorm blocks without the final
+LayerNorm, a `transformers` compatibility flag) is refused. A post-norm
+checkpoint that still stores a final LayerNorm loads without it, as in
+`transformers`.
 
 keras-hub has no Hugging Face loader for OPT: the tests write checkpoints
 from keras-hub's `OPTBackbone` with `transformers`' names and layouts and
@@ -102,25 +108,32 @@ WEIGHTS = [
     Weight(_BLOCK + "feedforward_output_dense/bias", _LAYER + "fc2.bias"),
     Weight("layer_norm/gamma", "model.decoder.final_layer_norm.weight"),
     Weight("layer_norm/beta", "model.decoder.final_layer_norm.bias"),
+    # OPT-350M's embedding projections.
+    Weight(
+        "embeddings/project_in/kernel",
+        "model.decoder.project_in.weight",
+        KERNEL,
+    ),
+    Weight("project_out/kernel", "model.decoder.project_out.weight", KERNEL),
 ]
 
 
 def _from_hf(hf):
     hidden = hf.require("hidden_size")
-    hf.expect("do_layer_norm_before", (True,), default=True)
-    hf.expect("_remove_final_layer_norm", (False,), default=False)
+    normalize_first = hf.expect(
+        "do_layer_norm_before", (True, False), default=True
+    )
+    # Only pre-LayerNorm blocks have a final LayerNorm to remove.
+    hf.expect(
+        "_remove_final_layer_norm",
+        (False,) if normalize_first else (False, True),
+        default=False,
+    )
     hf.expect("enable_bias", (True,), default=True)
     hf.expect("layer_norm_elementwise_affine", (True,), default=True)
     hf.expect("activation_function", ("relu",), default="relu")
     hf.expect("tie_word_embeddings", (True,), default=True)
-    projection = hf.get("word_embed_proj_dim", hidden)
-    if projection != hidden:
-        hf.unsupported(
-            "word_embed_proj_dim",
-            projection,
-            [hidden],
-            why=" (embedding projections project_in/project_out)",
-        )
+    token_width = hf.get("word_embed_proj_dim", hidden)
     return {
         "vocabulary_size": hf.require("vocab_size"),
         "num_layers": hf.require("num_hidden_layers"),
@@ -129,6 +142,8 @@ def _from_hf(hf):
         "intermediate_dim": hf.require("ffn_dim"),
         "dropout": hf.get("dropout", 0.1),
         "max_sequence_length": hf.require("max_position_embeddings"),
+        "normalize_first": normalize_first,
+        "token_embedding_dim": None if token_width == hidden else token_width,
     }
 
 
@@ -138,12 +153,14 @@ def _to_hf(config):
         "num_hidden_layers": config["num_layers"],
         "num_attention_heads": config["num_heads"],
         "hidden_size": config["hidden_dim"],
-        "word_embed_proj_dim": config["hidden_dim"],
+        "word_embed_proj_dim": (
+            config.get("token_embedding_dim") or config["hidden_dim"]
+        ),
         "ffn_dim": config["intermediate_dim"],
         "max_position_embeddings": config["max_sequence_length"],
         "dropout": config["dropout"],
         "activation_function": "relu",
-        "do_layer_norm_before": True,
+        "do_layer_norm_before": config.get("normalize_first", True),
         "_remove_final_layer_norm": False,
         "enable_bias": True,
         "layer_norm_elementwise_affine": True,
@@ -166,6 +183,11 @@ OPT = register_family(
             "layerdrop",
             "init_std",
         ),
-        ignorable_tensors=(r"lm_head\.weight",),
+        ignorable_tensors=(
+            r"lm_head\.weight",
+            # Read when our model has the final LayerNorm (pre-norm); a
+            # post-norm model has none, and `transformers` skips it too.
+            r"model\.decoder\.final_layer_norm\.(weight|bias)",
+        ),
     )
 )

@@ -98,3 +98,58 @@ def test_initial_kernels_are_truncated_at_two_deviations():
         if variable.path.endswith("/kernel"):
             kernel = ops.convert_to_numpy(variable)
             assert np.abs(kernel).max() <= 0.04 + 1e-6, variable.path
+
+
+# OPT-350M: post-LayerNorm blocks, a 512-wide token table and projections.
+OPT_350M = dict(
+    vocabulary_size=50272,
+    num_layers=24,
+    num_heads=16,
+    hidden_dim=1024,
+    intermediate_dim=4096,
+    max_sequence_length=2048,
+    normalize_first=False,
+    token_embedding_dim=512,
+)
+
+
+def test_opt_350m_paths_and_parameter_count_without_allocating():
+    plan = OPTBackbone.plan_layout({"batch": 1, "model": 1}, config=OPT_350M)
+    actual = {w.path: w.shape for w in plan.weights}
+    expected = expected_paths(
+        24, V=50272, P=2048, H=1024, N=16, F=4096, prefix="embeddings/"
+    )
+    # No final LayerNorm; a narrow token table and the two projections.
+    del expected["layer_norm/gamma"], expected["layer_norm/beta"]
+    expected["embeddings/token_embedding/embeddings"] = (50272, 512)
+    expected["embeddings/project_in/kernel"] = (512, 1024)
+    expected["project_out/kernel"] = (1024, 512)
+    assert actual == expected
+    # `transformers`' facebook/opt-350m count, 331,196,416, less the two
+    # position rows before position 0 our table does not keep.
+    assert plan.total_params == 331_196_416 - 2 * 1024
+
+
+def test_opt_350m_outputs_and_logits_are_token_table_wide():
+    model = OPTBackbone(**TINY, normalize_first=False, token_embedding_dim=16)
+    assert model.layer_norm is None
+    assert all(not block.normalize_first for block in model.transformer_layers)
+    hidden = model(INPUTS)
+    assert tuple(ops.shape(hidden)) == (2, 5, 16)
+    logits = model.token_embedding(hidden, reverse=True)
+    assert tuple(ops.shape(logits)) == (2, 5, 97)
+
+
+def test_defaults_build_no_projections_and_a_final_norm():
+    # A token table as wide as the blocks needs no projections.
+    for width in (None, TINY["hidden_dim"]):
+        model = OPTBackbone(**TINY, token_embedding_dim=width)
+        assert model.project_out is None
+        assert model.layer_norm is not None
+        assert not any("project" in v.path for v in model.weights)
+
+
+@pytest.mark.parametrize("width", [0, 16.0, True])
+def test_bad_token_embedding_dim_is_named(width):
+    with pytest.raises(ValueError, match=f"token_embedding_dim={width!r}"):
+        OPTBackbone(**TINY, token_embedding_dim=width)

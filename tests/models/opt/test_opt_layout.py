@@ -6,6 +6,7 @@ from keras_nlp.models.opt.opt_backbone import OPTBackbone
 from tests.models.backbone_checks import MESHES
 from tests.models.backbone_checks import assert_preset_plan_is_efficient
 from tests.models.backbone_checks import mesh_dict
+from tests.models.opt.test_opt_backbone import OPT_350M
 from tests.models.tiny_configs import tiny_configs
 
 pytestmark = pytest.mark.multi_device
@@ -87,3 +88,20 @@ def test_tiny_configs_fall_back_only_on_atomic_heads(name, mesh_shape):
         assert all("heads, size 4)" in w.reason for w in plan.fallbacks)
     else:
         assert not plan.fallbacks
+
+
+def test_opt_350m_projections_are_sharded():
+    plan = OPTBackbone.plan_layout(mesh_dict((2, 4)), config=OPT_350M)
+    assert plan.weight(EMBEDDINGS + "project_in/kernel").spec == (
+        "batch",
+        "model",
+    )
+    assert plan.weight("project_out/kernel").spec == ("model", "batch")
+    assert plan.weight(
+        EMBEDDINGS + "token_embedding/embeddings"
+    ).shard_shape == (
+        50272 // 4,
+        512 // 2,
+    )
+    assert not plan.fallbacks
+    assert plan.memory_ratio <= 1.02
