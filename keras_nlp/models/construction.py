@@ -86,6 +86,22 @@ def check_heads_divide(hidden_dim, num_heads, heads_argument="num_heads"):
         )
 
 
+# The GELUs of `hidden_activation`: tanh-approximated (keras-hub's default)
+# and exact (erf-based, Hugging Face's `"gelu"`).
+GELU_ACTIVATIONS = ("gelu_approximate", "gelu")
+
+
+def check_gelu(hidden_activation):
+    """Raises a `ValueError` unless `hidden_activation` is a GELU of
+    `GELU_ACTIVATIONS`."""
+    if hidden_activation not in GELU_ACTIVATIONS:
+        raise ValueError(
+            "`hidden_activation` must be one of "
+            f"{', '.join(map(repr, GELU_ACTIVATIONS))}. Received: "
+            f"hidden_activation={hidden_activation!r}."
+        )
+
+
 def check_no_router_logits(owner, output_router_logits, loss_argument=None):
     """Raises unless `output_router_logits` is false.
 

@@ -4,10 +4,14 @@ keras-hub has no BERT exporter: the checkpoint is written from a keras-hub
 backbone under the names keras-hub's `convert_bert` reads (PyTorch
 layouts), as a `BertForPreTraining` checkpoint: `bert.` prefix, the
 pretraining heads (`cls.*`) and the `position_ids` buffer, which a
-backbone ignores, and TensorFlow-era `gamma`/`beta` LayerNorm names.
+backbone ignores, and TensorFlow-era `gamma`/`beta` LayerNorm names. Its
+`hidden_act` is the tanh GELU keras-hub computes; the exact `"gelu"` of
+Hugging Face's BERTs, which keras-hub's backbone cannot express, loads into
+our `hidden_activation="gelu"` (`tests/saving/huggingface_options.py`).
 """
 
 import json
+import warnings
 
 import keras
 import numpy as np
@@ -22,6 +26,9 @@ from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
 from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
+from tests.saving.huggingface_options import OptionCheckpointTests
+from tests.saving.huggingface_options import assert_feedforward_is_erf_gelu
+from tests.saving.huggingface_options import written_checkpoint
 
 
 def numpy(variable):
@@ -111,7 +118,7 @@ def _bert_config(oracle):
         oracle,
         model_type="bert",
         architectures=["BertForPreTraining"],
-        hidden_act="gelu",
+        hidden_act="gelu_new",
         layer_norm_eps=1e-12,
         max_position_embeddings=oracle.max_sequence_length,
         type_vocab_size=oracle.num_segments,
@@ -187,6 +194,50 @@ class TestBertCheckpoints(HuggingFaceFamilyTests):
             outputs=sequence_and_pooled,
         )
     ]
+
+
+class TestExactGeluBertCheckpoints(OptionCheckpointTests):
+    """Hugging Face's BERT: `hidden_act="gelu"`, the exact GELU."""
+
+    # Export drops the pretraining heads and renames `gamma`/`beta`.
+    exports_every_tensor = False
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def written(cls, tmp_path_factory):
+        case = TestBertCheckpoints.cases[0]
+        return written_checkpoint(
+            tmp_path_factory,
+            case,
+            options=dict(hidden_activation="gelu"),
+            fields=dict(hidden_act="gelu"),
+            inputs=segment_inputs(case.config["vocabulary_size"]),
+            compared=sequence_and_pooled,
+        )
+
+    def test_feedforward_is_the_exact_gelu(self, written):
+        block = written.expected.transformer_layers[0]
+        assert_feedforward_is_erf_gelu(
+            block, lambda x: block.output_dense(block.intermediate_dense(x))
+        )
+
+
+def test_bert_gelus_translate_without_warning(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(_BERT_BASE))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # Absent: `BertConfig`'s default, the exact GELU.
+        config = huggingface_config(Backbone, str(tmp_path))[2]
+    assert config["hidden_activation"] == "gelu"
+    for hidden_act, ours in [
+        ("gelu", "gelu"),
+        ("gelu_new", "gelu_approximate"),
+        ("gelu_pytorch_tanh", "gelu_approximate"),
+    ]:
+        fields = dict(_BERT_BASE, hidden_act=hidden_act)
+        (tmp_path / "config.json").write_text(json.dumps(fields))
+        config = huggingface_config(Backbone, str(tmp_path))[2]
+        assert config["hidden_activation"] == ours, hidden_act
 
 
 def assert_config_refused(tmp_path, config, message):

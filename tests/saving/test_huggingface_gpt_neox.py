@@ -4,7 +4,9 @@ keras-hub has no Hugging Face loader for GPT-NeoX: the checkpoint is
 written from a random keras-hub `GPTNeoXBackbone` with `transformers`'
 names and layouts (the fused `query_key_value` rows grouped per head as
 `[query | key | value]`), and that model is the oracle (see
-`tests/saving/huggingface_written.py`).
+`tests/saving/huggingface_written.py`). Pythia's real fields (exact GELU,
+a separate `embed_out`), which keras-hub's backbone cannot express, load
+into our backbone's options (`tests/saving/huggingface_options.py`).
 """
 
 import json
@@ -15,8 +17,12 @@ import pytest
 from keras_nlp.models import Backbone
 from keras_nlp.saving import PresetError
 from keras_nlp.saving.huggingface import huggingface_config
+from tests.models.backbone_checks import random_inputs
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import tensor_writer
+from tests.saving.huggingface_options import OptionCheckpointTests
+from tests.saving.huggingface_options import assert_feedforward_is_erf_gelu
+from tests.saving.huggingface_options import written_checkpoint
 from tests.saving.huggingface_written import WrittenCheckpointTests
 
 
@@ -141,13 +147,112 @@ def test_newer_field_names_translate_alike(neox_config, tmp_path):
     assert _translate(tmp_path, fields) == expected
 
 
+# Pythia's shape: a quarter of each head rotated, base 10000.
+_PYTHIA = HFCase(
+    "pythia",
+    "GPTNeoXBackbone",
+    dict(
+        vocabulary_size=96,
+        num_layers=2,
+        num_heads=4,
+        hidden_dim=32,
+        intermediate_dim=48,
+        rotary_percentage=0.25,
+        rotary_max_wavelength=10000,
+        max_sequence_length=32,
+    ),
+    writer=tensor_writer(_config, _tensors),
+)
+
+
+def _embed_out(oracle):
+    rng = np.random.default_rng(7)
+    shape = (oracle.vocabulary_size, oracle.hidden_dim)
+    return {
+        "embed_out.weight": rng.normal(0, 0.2, shape)
+        .astype("float16")
+        .astype("float32")
+    }
+
+
+class TestPythiaCheckpoints(OptionCheckpointTests):
+    """Pythia's exact GELU and untied `embed_out`."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def written(cls, tmp_path_factory):
+        return written_checkpoint(
+            tmp_path_factory,
+            _PYTHIA,
+            options=dict(hidden_activation="gelu", tie_word_embeddings=False),
+            fields=dict(hidden_act="gelu", tie_word_embeddings=False),
+            inputs=random_inputs(96, length=10),
+            extra_tensors=_embed_out,
+            extra_weights=lambda tensors: {
+                "token_embedding/reverse_embeddings": tensors[
+                    "embed_out.weight"
+                ].T
+            },
+        )
+
+    def test_feedforward_is_the_exact_gelu(self, written):
+        block = written.expected.transformer_layers[0]
+        assert_feedforward_is_erf_gelu(block, block._feedforward)
+
+
+# Pythia-160m's config.json.
+_PYTHIA_160M = {
+    "architectures": ["GPTNeoXForCausalLM"],
+    "bos_token_id": 0,
+    "eos_token_id": 0,
+    "hidden_act": "gelu",
+    "hidden_size": 768,
+    "initializer_range": 0.02,
+    "intermediate_size": 3072,
+    "layer_norm_eps": 1e-05,
+    "max_position_embeddings": 2048,
+    "model_type": "gpt_neox",
+    "num_attention_heads": 12,
+    "num_hidden_layers": 12,
+    "rotary_emb_base": 10000,
+    "rotary_pct": 0.25,
+    "tie_word_embeddings": False,
+    "torch_dtype": "float16",
+    "transformers_version": "4.24.0",
+    "use_cache": True,
+    "use_parallel_residual": True,
+    "vocab_size": 50304,
+}
+
+
+def test_pythia_config_translates(tmp_path):
+    config = _translate(tmp_path, _PYTHIA_160M)
+    assert config == {
+        "vocabulary_size": 50304,
+        "num_layers": 12,
+        "num_heads": 12,
+        "hidden_dim": 768,
+        "intermediate_dim": 3072,
+        "dropout": 0.0,
+        "rotary_percentage": 0.25,
+        "rotary_max_wavelength": 10000,
+        "layer_norm_epsilon": 1e-05,
+        "max_sequence_length": 2048,
+        "hidden_activation": "gelu",
+        "tie_word_embeddings": False,
+    }
+    # Absent: transformers' defaults, exact and untied.
+    fields = dict(_PYTHIA_160M)
+    del fields["hidden_act"], fields["tie_word_embeddings"]
+    assert _translate(tmp_path, fields) == config
+    tanh = _translate(tmp_path, dict(_PYTHIA_160M, hidden_act="gelu_fast"))
+    assert tanh["hidden_activation"] == "gelu_approximate"
+
+
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        # Pythia's: exact GELU and a separate output projection.
-        ("hidden_act", "gelu", "hidden_act='gelu'"),
-        ("tie_word_embeddings", False, "tie_word_embeddings=False"),
-        ("tie_word_embeddings", None, "tie_word_embeddings=False"),
+        ("hidden_act", "relu", "hidden_act='relu'"),
         ("use_parallel_residual", False, "use_parallel_residual=False"),
         ("rope_scaling", {"type": "linear", "factor": 2.0}, "'linear'"),
         ("partial_rotary_factor", 0.25, "partial_rotary_factor=0.25"),

@@ -3,7 +3,9 @@
 keras-hub has no Hugging Face loader for Phi-3: each checkpoint is written
 from a random keras-hub `Phi3Backbone` with `transformers`' names and
 layouts (fused `qkv_proj` and `gate_up_proj`), and that model is the
-oracle (see `tests/saving/huggingface_written.py`).
+oracle (see `tests/saving/huggingface_written.py`). Phi-3 mini 4k's
+sliding window, which keras-hub's backbone cannot express, loads into our
+backbone's `sliding_window` (`tests/saving/huggingface_options.py`).
 """
 
 import json
@@ -14,8 +16,12 @@ import pytest
 from keras_nlp.models import Backbone
 from keras_nlp.saving import PresetError
 from keras_nlp.saving.huggingface import huggingface_config
+from tests.models.backbone_checks import output_arrays
+from tests.models.backbone_checks import random_inputs
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import tensor_writer
+from tests.saving.huggingface_options import OptionCheckpointTests
+from tests.saving.huggingface_options import written_checkpoint
 from tests.saving.huggingface_written import WrittenCheckpointTests
 
 
@@ -137,7 +143,6 @@ class TestPhi3Checkpoints(WrittenCheckpointTests):
         ),
     ]
     meshes = ((2, 4),)
-    export_fields_differ = ("sliding_window",)
 
 
 _LONGROPE = TestPhi3Checkpoints.cases[1]
@@ -188,7 +193,6 @@ def test_longrope_spellings_translate_alike(longrope_config, tmp_path):
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("sliding_window", 32, "sliding_window=32"),
         ("partial_rotary_factor", 0.75, "partial_rotary_factor=0.75"),
         ("tie_word_embeddings", True, "tie_word_embeddings=True"),
         (
@@ -218,3 +222,87 @@ def test_unsupported_values_are_named(
 ):
     with pytest.raises(PresetError, match=message.replace(".", r"\.")):
         _translate(tmp_path, dict(longrope_config, **{field: value}))
+
+
+_WINDOW = 3
+
+
+class TestPhi3SlidingWindowCheckpoints(OptionCheckpointTests):
+    """Phi-3 mini 4k's `sliding_window` (every layer), 3 tokens wide here
+    so that the 10-token inputs pass it."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def written(cls, tmp_path_factory):
+        return written_checkpoint(
+            tmp_path_factory,
+            TestPhi3Checkpoints.cases[0],
+            options=dict(sliding_window=_WINDOW),
+            fields=dict(sliding_window=_WINDOW),
+            inputs=random_inputs(96, length=10),
+        )
+
+    def test_window_reach(self, written):
+        """`transformers`' window: query `i` sees keys `i - w < j <= i`, so
+        after two layers position 9 depends on tokens 5 to 9 and on no
+        earlier one (a window one wider would reach token 3)."""
+        rng = np.random.default_rng(5)
+        base = rng.integers(1, 96, 10)
+        rows = [base.copy() for _ in range(4)]
+        for row, position in zip(rows[1:], (3, 4, 5), strict=True):
+            row[position] = (row[position] % 95) + 1
+        inputs = {
+            "token_ids": np.stack(rows).astype("int32"),
+            "padding_mask": np.ones((4, 10), "int32"),
+        }
+        last = output_arrays(written.expected(inputs))["sequence_output"]
+        last = last[:, -1]
+        reach = 2 * (_WINDOW - 1)
+        for row, position in enumerate((3, 4, 5), start=1):
+            changed = not np.array_equal(last[row], last[0])
+            assert changed == (position >= 9 - reach), position
+
+
+# Phi-3 mini 4k instruct's config.json (less `auto_map`).
+_MINI_4K = {
+    "architectures": ["Phi3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "bos_token_id": 1,
+    "embd_pdrop": 0.0,
+    "eos_token_id": 32000,
+    "hidden_act": "silu",
+    "hidden_size": 3072,
+    "initializer_range": 0.02,
+    "intermediate_size": 8192,
+    "max_position_embeddings": 4096,
+    "model_type": "phi3",
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 32,
+    "original_max_position_embeddings": 4096,
+    "pad_token_id": 32000,
+    "resid_pdrop": 0.0,
+    "rms_norm_eps": 1e-05,
+    "rope_scaling": None,
+    "rope_theta": 10000.0,
+    "sliding_window": 2047,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.40.2",
+    "use_cache": True,
+    "vocab_size": 32064,
+}
+
+
+def test_mini_4k_config_translates(tmp_path):
+    config = _translate(tmp_path, _MINI_4K)
+    assert config["sliding_window"] == 2047
+    assert config["rope_scaling_type"] is None
+    assert (config["num_layers"], config["hidden_dim"]) == (32, 3072)
+    assert (
+        _translate(tmp_path, dict(_MINI_4K, sliding_window=None))[
+            "sliding_window"
+        ]
+        is None
+    )

@@ -4,6 +4,7 @@ import keras
 
 from keras_nlp.models.albert.albert_presets import ALBERT_PRESETS
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_gelu
 from keras_nlp.models.families.bert import bert_style_rules
 from keras_nlp.models.families.bert import build_bert_style
 from keras_nlp.models.families.bert import encoder_block
@@ -19,7 +20,7 @@ class AlbertBackbone(Backbone):
 
     Token, learned position and segment embeddings `embedding_dim` wide,
     summed, LayerNorm-ed and projected up to `hidden_dim` by
-    `embedding_projection`. The blocks are BERT's (post-norm, tanh-GELU,
+    `embedding_projection`. The blocks are BERT's (post-norm, GELU,
     biases everywhere), but only `num_groups * num_inner_repetitions` of
     them hold weights: block `i` of group `g` is `group_{g}_inner_layer_{i}`.
     Each group in turn runs its blocks in order `num_layers // num_groups`
@@ -44,6 +45,11 @@ class AlbertBackbone(Backbone):
             longest input the model takes. Defaults to `512`.
         num_segments: int. Rows of the segment embedding. Defaults to `2`.
         dtype: string or `keras.DTypePolicy`. Variable and compute dtype.
+        hidden_activation: string. Keyword-only. The feed-forward
+            activation: `"gelu_approximate"` (tanh-approximated GELU, as
+            keras-hub; Hugging Face's `hidden_act="gelu_new"`) or `"gelu"`
+            (exact, erf-based GELU, Hugging Face's `hidden_act="gelu"`).
+            Defaults to `"gelu_approximate"`.
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
     Returns (when called):
@@ -103,8 +109,11 @@ class AlbertBackbone(Backbone):
         max_sequence_length=512,
         num_segments=2,
         dtype=None,
+        *,
+        hidden_activation="gelu_approximate",
         **kwargs,
     ):
+        check_gelu(hidden_activation)
         if num_layers % num_groups:
             raise ValueError(
                 "`num_layers` must be a multiple of `num_groups` (each group "
@@ -119,7 +128,7 @@ class AlbertBackbone(Backbone):
                     num_heads=num_heads,
                     hidden_dim=hidden_dim,
                     intermediate_dim=intermediate_dim,
-                    activation="gelu_approximate",
+                    activation=hidden_activation,
                     dropout=dropout,
                     layer_norm_epsilon=1e-12,
                     initializer=initializer,
@@ -148,7 +157,7 @@ class AlbertBackbone(Backbone):
             num_segments=num_segments,
             embedding_dim=embedding_dim,
             projection_name=PROJECTION,
-            activation="gelu_approximate",
+            activation=hidden_activation,
             initializer=initializer,
             blocks=blocks,
             dtype=dtype,

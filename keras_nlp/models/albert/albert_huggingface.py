@@ -5,13 +5,18 @@ blocks, group `g` running for layers `g * L / G` up to the next group's.
 Each shared block is one set of tensors
 (`albert.encoder.albert_layer_groups.{g}.albert_layers.{j}`), the
 backbone's `group_{g}_inner_layer_{j}` block. The pretraining heads
-(`predictions.*`, `sop_classifier.*`) are skipped.
+(`predictions.*`, `sop_classifier.*`) are skipped. `hidden_act` is read
+and written as BERT's (`"gelu"` is the exact GELU, the tanh
+approximations `"gelu_approximate"`); absent, it is `AlbertConfig`'s
+default `"gelu_new"`.
 """
 
 from keras_nlp.models.bert.bert_huggingface import ENCODER_IGNORED_FIELDS
 from keras_nlp.models.bert.bert_huggingface import POSITION_IDS
 from keras_nlp.models.bert.bert_huggingface import read_encoder
+from keras_nlp.models.bert.bert_huggingface import read_gelu
 from keras_nlp.models.bert.bert_huggingface import write_encoder
+from keras_nlp.models.bert.bert_huggingface import write_gelu
 from keras_nlp.saving.huggingface import HEADS_BIAS
 from keras_nlp.saving.huggingface import HEADS_KERNEL
 from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
@@ -24,11 +29,7 @@ from keras_nlp.saving.huggingface import register_family
 
 def _from_hf(hf):
     config = read_encoder(hf, 1e-12)
-    hf.expect(
-        "hidden_act",
-        ("gelu_new", "gelu_pytorch_tanh", "gelu_fast"),
-        default="gelu_new",
-    )
+    config["hidden_activation"] = read_gelu(hf, default="gelu_new")
     groups = hf.get("num_hidden_groups", 1)
     if config["num_layers"] % groups:
         hf.unsupported(
@@ -52,7 +53,7 @@ def _from_hf(hf):
 def _to_hf(config):
     return {
         **write_encoder(config, 1e-12),
-        "hidden_act": "gelu_new",
+        **write_gelu(config),
         "embedding_size": config["embedding_dim"],
         "num_hidden_groups": config["num_groups"],
         "inner_group_num": config["num_inner_repetitions"],

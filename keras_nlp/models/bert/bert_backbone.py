@@ -4,6 +4,7 @@ import keras
 
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bert.bert_presets import BERT_PRESETS
+from keras_nlp.models.construction import check_gelu
 from keras_nlp.models.families.bert import bert_style_rules
 from keras_nlp.models.families.bert import build_bert_style
 
@@ -13,9 +14,10 @@ class BertBackbone(Backbone):
 
     Token, learned position and segment embeddings summed and
     LayerNorm-ed, then `num_layers` post-norm blocks of bidirectional
-    multi-head self-attention and a tanh-GELU feed-forward, every
-    projection with a bias. A tanh dense layer on the first (`[CLS]`)
-    token gives the pooled output.
+    multi-head self-attention and a GELU feed-forward (keras-hub's
+    tanh approximation by default; Hugging Face's BERTs use the exact
+    one, `hidden_activation="gelu"`), every projection with a bias. A
+    tanh dense layer on the first (`[CLS]`) token gives the pooled output.
 
     Args:
         vocabulary_size: int. Rows of the token embedding.
@@ -30,6 +32,11 @@ class BertBackbone(Backbone):
             longest input the model takes. Defaults to `512`.
         num_segments: int. Rows of the segment embedding. Defaults to `2`.
         dtype: string or `keras.DTypePolicy`. Variable and compute dtype.
+        hidden_activation: string. Keyword-only. The feed-forward
+            activation: `"gelu_approximate"` (tanh-approximated GELU, as
+            keras-hub and Google's original BERT) or `"gelu"` (exact,
+            erf-based GELU, Hugging Face's `hidden_act="gelu"`). Defaults
+            to `"gelu_approximate"`.
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
     Returns (when called):
@@ -81,8 +88,11 @@ class BertBackbone(Backbone):
         max_sequence_length=512,
         num_segments=2,
         dtype=None,
+        *,
+        hidden_activation="gelu_approximate",
         **kwargs,
     ):
+        check_gelu(hidden_activation)
         build_bert_style(
             self,
             vocabulary_size=vocabulary_size,
@@ -93,7 +103,7 @@ class BertBackbone(Backbone):
             dropout=dropout,
             max_sequence_length=max_sequence_length,
             num_segments=num_segments,
-            activation="gelu_approximate",
+            activation=hidden_activation,
             initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             dtype=dtype,
             **kwargs,

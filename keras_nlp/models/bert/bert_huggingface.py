@@ -6,15 +6,14 @@ backbone drops) both load; so do older checkpoints that name LayerNorm
 weights `gamma`/`beta`. Export writes `BertModel`'s tensors under the
 `bert.` prefix, which every BERT class of Hugging Face loads.
 
-`hidden_act="gelu"` (exact, erf-based GELU) loads into the backbone's
-tanh-approximated GELU, as keras-hub and Google's original BERT compute it:
-outputs differ from Hugging Face's by the approximation (about 1e-3
-relative). Export writes `hidden_act="gelu_new"`, the tanh approximation,
-so Hugging Face computes exactly what the backbone computes. Loading an
-exact-GELU checkpoint warns, naming the difference.
+`hidden_act` chooses the backbone's `hidden_activation`: `"gelu"` (the
+exact, erf-based GELU of Hugging Face's BERTs) is `"gelu"`, so those
+checkpoints compute what `transformers` computes; the tanh approximations
+(`gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`) are `"gelu_approximate"`,
+keras-hub's (and Google's original BERT's) activation. Export writes
+`"gelu"` or `"gelu_new"` to match. ALBERT reads and writes
+`hidden_act` the same way (`read_gelu`, `write_gelu`).
 """
-
-import warnings
 
 from keras_nlp.saving.huggingface import HEADS_BIAS
 from keras_nlp.saving.huggingface import HEADS_KERNEL
@@ -27,6 +26,14 @@ from keras_nlp.saving.huggingface import register_family
 # Hugging Face's names of the tanh-approximated GELU, and the exact one.
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
 GELUS = ("gelu", *TANH_GELUS)
+
+# Our `hidden_activation` of each Hugging Face GELU, and the name export
+# writes for each of ours.
+HIDDEN_ACTIVATIONS = {
+    "gelu": "gelu",
+    **dict.fromkeys(TANH_GELUS, "gelu_approximate"),
+}
+HIDDEN_ACTS = {"gelu": "gelu", "gelu_approximate": "gelu_new"}
 
 # Fields that only set training behaviour or bound the input.
 ENCODER_IGNORED_FIELDS = (
@@ -136,6 +143,17 @@ def read_encoder(hf, layer_norm_epsilon):
     }
 
 
+def read_gelu(hf, default):
+    """The `hidden_activation` of `hf`'s `hidden_act` (absent: `default`,
+    the Hugging Face config class's default); other activations raise."""
+    return HIDDEN_ACTIVATIONS[hf.expect("hidden_act", GELUS, default=default)]
+
+
+def write_gelu(config):
+    """`{"hidden_act": ...}` of our config's `hidden_activation`."""
+    return {"hidden_act": HIDDEN_ACTS[config["hidden_activation"]]}
+
+
 def write_encoder(config, layer_norm_epsilon):
     """`config.json` fields of the arguments `read_encoder` reads."""
     return {
@@ -153,14 +171,7 @@ def write_encoder(config, layer_norm_epsilon):
 
 def _from_hf(hf):
     config = read_encoder(hf, 1e-12)
-    if hf.expect("hidden_act", GELUS, default="gelu") == "gelu":
-        warnings.warn(
-            f"{hf.path}: hidden_act='gelu' (exact GELU) runs as "
-            "BertBackbone's tanh-approximated GELU, as in keras-hub and "
-            "Google's BERT: outputs differ from transformers' by about 1e-3 "
-            "relative.",
-            stacklevel=2,
-        )
+    config["hidden_activation"] = read_gelu(hf, default="gelu")
     config["max_sequence_length"] = hf.get("max_position_embeddings", 512)
     config["num_segments"] = hf.get("type_vocab_size", 2)
     return config
@@ -169,7 +180,7 @@ def _from_hf(hf):
 def _to_hf(config):
     return {
         **write_encoder(config, 1e-12),
-        "hidden_act": "gelu_new",
+        **write_gelu(config),
         "max_position_embeddings": config["max_sequence_length"],
         "type_vocab_size": config["num_segments"],
     }

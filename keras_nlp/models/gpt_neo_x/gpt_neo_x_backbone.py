@@ -3,6 +3,7 @@
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_gelu
 from keras_nlp.models.families.gpt import BLOCK
 from keras_nlp.models.families.gpt import build_gpt_style
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
@@ -24,7 +25,10 @@ class GPTNeoXBackbone(Backbone):
     to the residual stream; a final layer normalization follows. This is the
     architecture of EleutherAI's Pythia models and GPT-NeoX-20B, with the
     keras-hub variable layout (a fused query/key/value kernel of shape
-    `(hidden_dim, num_heads, 3 * head_dim)`).
+    `(hidden_dim, num_heads, 3 * head_dim)`). The defaults are keras-hub's
+    architecture (tanh-approximated GELU, output projection tied to the
+    token embedding); Pythia and GPT-NeoX-20B use
+    `hidden_activation="gelu"` and `tie_word_embeddings=False`.
 
     Args:
         vocabulary_size: int. Number of rows of the token embedding.
@@ -47,6 +51,14 @@ class GPTNeoXBackbone(Backbone):
             `512`.
         dtype: string or `keras.DTypePolicy`. Variable and compute dtype.
             Layer normalizations and attention softmaxes run in float32.
+        hidden_activation: string. Keyword-only. The feed-forward
+            activation: `"gelu_approximate"` (tanh-approximated GELU) or
+            `"gelu"` (exact, erf-based GELU). Defaults to
+            `"gelu_approximate"`.
+        tie_word_embeddings: bool. Keyword-only. Whether the output
+            projection reuses the token embedding; `False` adds a separate
+            `token_embedding/reverse_embeddings` of shape
+            `(hidden_dim, vocabulary_size)`. Defaults to `True`.
         **kwargs: Forwarded to `keras.Model` (e.g. `name`).
 
     Example:
@@ -77,7 +89,10 @@ class GPTNeoXBackbone(Backbone):
     @staticmethod
     def _layout_rules(config):
         return [
-            *token_embedding_rules("token_embedding/", tied=True),
+            *token_embedding_rules(
+                "token_embedding/",
+                tied=config.get("tie_word_embeddings", True),
+            ),
             *gpt_neo_x_attention_rules(BLOCK + "self_attention/"),
             *feedforward_rules(BLOCK, gated=False),
         ]
@@ -95,8 +110,13 @@ class GPTNeoXBackbone(Backbone):
         layer_norm_epsilon=1e-5,
         max_sequence_length=512,
         dtype=None,
+        *,
+        hidden_activation="gelu_approximate",
+        tie_word_embeddings=True,
         **kwargs,
     ):
+        check_gelu(hidden_activation)
+
         def attention():
             return GPTNeoXAttention(
                 num_heads=num_heads,
@@ -114,11 +134,12 @@ class GPTNeoXBackbone(Backbone):
             num_heads=num_heads,
             hidden_dim=hidden_dim,
             intermediate_dim=intermediate_dim,
-            activation="gelu_approximate",
+            activation=hidden_activation,
             dropout=dropout,
             initializer=gpt_neo_x_kernel_initializer(),
             # Positions enter through the rotary embedding of the attention.
             learned_positions=False,
+            tie_word_embeddings=tie_word_embeddings,
             attention=attention,
             # Attention and feed-forward both read the block input.
             parallel_residual=True,

@@ -1,23 +1,32 @@
-"""Hugging Face `gpt_neox` checkpoints (GPT-NeoX-style, tied, tanh GELU).
+"""Hugging Face `gpt_neox` checkpoints (Pythia, GPT-NeoX-20B).
 
 `attention.query_key_value` is laid out per head: its `3 * hidden` output
 rows are `num_heads` groups of `[query | key | value]` of `head_dim` rows
 each, which is exactly our fused `(hidden, heads, 3 * head_dim)` kernel
 transposed, so it loads (and shards) without reordering.
 
-Our backbone fixes two things that real checkpoints vary, and raises
-naming the field otherwise:
+The fields real checkpoints vary map to backbone options:
 
-- the output projection is the token embedding (`tie_word_embeddings`
-  true); Pythia and GPT-NeoX-20B have a separate `embed_out`, for which
-  `GPTNeoXBackbone` has no variable;
-- the feed-forward uses the tanh-approximated GELU (`gelu_new`,
-  `gelu_fast`, `gelu_pytorch_tanh`, as keras-hub's); Pythia's exact
-  `"gelu"` differs from it in the fourth decimal.
+- `hidden_act`: `"gelu"` (exact, erf-based: Pythia, GPT-NeoX-20B) is
+  `hidden_activation="gelu"`; the tanh approximations (`gelu_new`,
+  `gelu_fast`, `gelu_pytorch_tanh`) are keras-hub's `"gelu_approximate"`,
+  exported as `gelu_new`. Other activations raise.
+- `tie_word_embeddings` (`transformers`' default: false, as in every
+  Pythia) is the backbone's option of that name: untied, `embed_out.weight`
+  is the output projection `token_embedding/reverse_embeddings`; tied, a
+  stored `embed_out` is skipped.
+- `rotary_pct` / `partial_rotary_factor` and `rotary_emb_base` /
+  `rope_theta` (or v5's `rope_parameters`) are `rotary_percentage` and
+  `rotary_max_wavelength`; RoPE scaling raises. `layer_norm_eps` is
+  `layer_norm_epsilon`.
+- `use_parallel_residual=false` (sequential blocks) and
+  `attention_bias=false` raise: the backbone has parallel residuals and
+  attention biases, as every Pythia.
 
 keras-hub has no Hugging Face loader for GPT-NeoX: the tests write
 checkpoints from keras-hub's `GPTNeoXBackbone` with `transformers`' names
-and layouts and compare against that model
+and layouts and compare against that model, and (for the options keras-hub
+lacks) against our backbone built with them
 (`tests/saving/test_huggingface_gpt_neox.py`).
 """
 
@@ -33,6 +42,8 @@ from keras_nlp.saving.huggingface import register_family
 _BLOCK = "transformer_layer_{i}/"
 _LAYER = "gpt_neox.layers.{i}."
 _TANH_GELU = ("gelu_new", "gelu_fast", "gelu_pytorch_tanh")
+# Hugging Face's `hidden_act` of each `hidden_activation`.
+_HIDDEN_ACT = {"gelu": "gelu", "gelu_approximate": "gelu_new"}
 
 
 def _dense(ours, theirs, kernel_ops=KERNEL, bias_ops=()):
@@ -45,6 +56,8 @@ def _norm(ours, theirs):
 
 WEIGHTS = [
     Weight("token_embedding/embeddings", "gpt_neox.embed_in.weight"),
+    # Untied only (`tie_word_embeddings=False`).
+    Weight("token_embedding/reverse_embeddings", "embed_out.weight", KERNEL),
     *_dense(
         "self_attention/query_key_value",
         "attention.query_key_value",
@@ -102,26 +115,8 @@ def _rope(hf):
 
 
 def _from_hf(hf):
-    # Checked with transformers' defaults (exact GELU, untied), which our
-    # backbone does not have.
-    activation = hf.get("hidden_act", "gelu")
-    if activation not in _TANH_GELU:
-        hf.unsupported(
-            "hidden_act",
-            activation,
-            _TANH_GELU,
-            why=" (its feed-forward uses the tanh-approximated GELU)",
-        )
-    if not hf.get("tie_word_embeddings", False):
-        hf.unsupported(
-            "tie_word_embeddings",
-            hf.get("tie_word_embeddings", False),
-            [True],
-            why=(
-                " (its output projection is the token embedding; it has no "
-                "variable for a separate embed_out)"
-            ),
-        )
+    # Absent fields take transformers' defaults: exact GELU, untied.
+    activation = hf.expect("hidden_act", ("gelu", *_TANH_GELU), default="gelu")
     hf.expect("use_parallel_residual", (True,), default=True)
     hf.expect("attention_bias", (True,), default=True)
     fraction, base = _rope(hf)
@@ -136,6 +131,10 @@ def _from_hf(hf):
         "rotary_max_wavelength": base,
         "layer_norm_epsilon": hf.get("layer_norm_eps", 1e-5),
         "max_sequence_length": hf.get("max_position_embeddings", 2048),
+        "hidden_activation": (
+            "gelu" if activation == "gelu" else "gelu_approximate"
+        ),
+        "tie_word_embeddings": bool(hf.get("tie_word_embeddings", False)),
     }
 
 
@@ -152,11 +151,11 @@ def _to_hf(config):
         "rotary_emb_base": config["rotary_max_wavelength"],
         "layer_norm_eps": config["layer_norm_epsilon"],
         "max_position_embeddings": config["max_sequence_length"],
-        "hidden_act": "gelu_new",
+        "hidden_act": _HIDDEN_ACT[config["hidden_activation"]],
         "use_parallel_residual": True,
         "attention_bias": True,
         "rope_scaling": None,
-        "tie_word_embeddings": True,
+        "tie_word_embeddings": config["tie_word_embeddings"],
     }
 
 
@@ -177,7 +176,7 @@ GPT_NEOX = register_family(
             # Causal-mask and rotary caches older checkpoints carry.
             r"(gpt_neox\.)?layers\.\d+\.attention\."
             r"(bias|masked_bias|rotary_emb\.inv_freq)",
-            # The tied output projection.
+            # The output projection, when tied to the token embedding.
             r"embed_out\.weight",
         ),
         base_prefix="gpt_neox.",

@@ -27,7 +27,8 @@ class Phi3Backbone(Backbone):
     untied. With `rope_scaling_type="su"` the rotary speeds are divided by
     per-frequency factors, the short list while the context fits in
     `pretraining_sequence_length` and the long list beyond it (LongRoPE,
-    Phi-3 128k).
+    Phi-3 128k). With `sliding_window`, every layer's attention is
+    restricted to a window, as Mistral's (Phi-3 mini 4k: 2047 tokens).
 
     Args:
         vocabulary_size: int. Rows of the token embedding.
@@ -55,6 +56,10 @@ class Phi3Backbone(Backbone):
         rope_scaling_long_factor: list of `head_dim // 2` floats, needed
             with su scaling.
         dtype: string or `keras.DTypePolicy`.
+        sliding_window: int or `None`. Keyword-only. Attention window in
+            tokens on every layer: a token attends to itself and the
+            `sliding_window - 1` tokens before it. `None` attends to the
+            whole causal prefix. Defaults to `None`.
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
     Example:
@@ -112,6 +117,8 @@ class Phi3Backbone(Backbone):
         rope_scaling_short_factor=None,
         rope_scaling_long_factor=None,
         dtype=None,
+        *,
+        sliding_window=None,
         **kwargs,
     ):
         head_dim = hidden_dim // num_query_heads
@@ -164,6 +171,7 @@ class Phi3Backbone(Backbone):
             rotary_embedding=rotary_embedding,
             attention_name="attention",
             block_names=_BLOCK_NAMES,
+            attention_options={"sliding_window_size": sliding_window},
             layer_norm_epsilon=layer_norm_epsilon,
             dropout=dropout,
             tie_word_embeddings=False,

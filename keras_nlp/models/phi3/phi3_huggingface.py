@@ -9,10 +9,11 @@ and `original_max_position_embeddings` become `max_sequence_length` and
 `pretraining_sequence_length`, which choose the short or long factors and
 the cosine amplitude as `transformers` does.
 
-Our backbone attends to the whole context: a `sliding_window` shorter than
-`max_position_embeddings` (Phi-3 mini 4k's 2047) would change outputs past
-it, so it raises; a window that never binds loads. Phi-4-mini's partial
-rotary and tied embeddings raise too.
+`sliding_window` (Phi-3 mini 4k: 2047), which `transformers` applies on
+every layer, is the backbone's `sliding_window`, with the same width: a
+query attends to the keys `j` with `i - sliding_window < j <= i` (Mistral's
+window, the same attention code path). Export writes it back (`null` for
+none). Phi-4-mini's partial rotary and tied embeddings raise.
 
 keras-hub has no Hugging Face loader for Phi-3: the tests write checkpoints
 from keras-hub's `Phi3Backbone` with `transformers`' names and layouts and
@@ -29,6 +30,7 @@ from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import read_window
 
 _BLOCK = "transformer_layer_{i}/"
 _LAYER = "model.layers.{i}."
@@ -160,21 +162,11 @@ def _from_hf(hf):
     hf.expect("attention_bias", (False,), default=False)
     hf.expect("mlp_bias", (False,), default=False)
     max_length = hf.get("max_position_embeddings", 4096)
-    window = hf.get("sliding_window")
-    if window is not None and window < max_length:
-        hf.unsupported(
-            "sliding_window",
-            window,
-            why=(
-                " (it attends to the whole context; only a window of at "
-                f"least max_position_embeddings={max_length}, which never "
-                "applies, loads)"
-            ),
-        )
+    num_layers = hf.require("num_hidden_layers")
     theta, kind, original, factors = _read_rope(hf, max_length)
     config = {
         "vocabulary_size": hf.require("vocab_size"),
-        "num_layers": hf.require("num_hidden_layers"),
+        "num_layers": num_layers,
         "hidden_dim": hidden,
         "intermediate_dim": hf.require("intermediate_size"),
         "num_query_heads": heads,
@@ -187,6 +179,8 @@ def _from_hf(hf):
         "rope_scaling_type": kind,
         "rope_scaling_short_factor": factors and factors["short_factor"],
         "rope_scaling_long_factor": factors and factors["long_factor"],
+        # On every layer (Phi-3 has no per-layer window fields).
+        "sliding_window": read_window(hf, num_layers, layered=False),
     }
     check_head_dim(hf, config)
     return config
@@ -217,7 +211,7 @@ def _to_hf(config):
         "rope_scaling": rope,
         "hidden_act": "silu",
         "partial_rotary_factor": 1.0,
-        "sliding_window": None,
+        "sliding_window": config["sliding_window"],
         "tie_word_embeddings": False,
     }
 

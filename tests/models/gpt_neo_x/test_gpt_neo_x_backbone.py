@@ -134,6 +134,10 @@ def test_preset_configs():
         ),
         ({"num_layers": 0}, ["num_layers=0", "positive integer"]),
         ({"vocabulary_size": 12.5}, ["vocabulary_size=12.5", "positive"]),
+        (
+            {"hidden_activation": "relu"},
+            ["hidden_activation='relu'", "'gelu_approximate', 'gelu'"],
+        ),
     ],
 )
 def test_invalid_arguments(override, words):

@@ -105,3 +105,15 @@ def test_heads_that_do_not_divide_fall_back_whole():
     assert embedding.spec == ("batch", "model")
     assert embedding.decision == "alternative"
     assert {w.path for w in plan.fallbacks} == {f"{QKV}/kernel", f"{QKV}/bias"}
+
+
+def test_untied_output_projection_is_sharded_like_the_table():
+    # Pythia's own `embed_out` (`tie_word_embeddings=False`).
+    config = dict(
+        GPTNeoXBackbone.presets["pythia_410m_en"], tie_word_embeddings=False
+    )
+    plan = GPTNeoXBackbone.plan_layout(mesh_dict((2, 4)), config=config)
+    table = plan.weight("token_embedding/embeddings")
+    output = plan.weight("token_embedding/reverse_embeddings")
+    assert output.shape == table.shape[::-1] == (1024, 50304)
+    assert output.spec == table.spec[::-1] == ("batch", "model")
