@@ -40,6 +40,8 @@ class DecoderLayer(keras.layers.Layer):
 
     With `parallel_residual=True` (GPT-J style) both branches read `x`:
     `y = x + attention(attention_norm(x)) + feedforward(feedforward_norm(x))`.
+    Adding `shared_norm=True`, both branches read one norm (Falcon-7B):
+    `y = x + attention(attention_norm(x)) + feedforward(attention_norm(x))`.
 
     With `normalize_first=False` the block is post-norm (OPT-350M), each
     norm applied to its residual sum:
@@ -76,6 +78,10 @@ class DecoderLayer(keras.layers.Layer):
         normalize_first: bool. Pre-norm (`True`, the default) or
             post-norm (`False`) branches, see above; post-norm cannot be
             combined with `parallel_residual`.
+        shared_norm: bool. Keyword-only. With `parallel_residual`, the
+            feed-forward reads the attention norm's output and the block
+            has no feed-forward norm (`feedforward_norm` is `None`).
+            Defaults to `False`.
         dropout: float. Dropout on each branch's output before its residual
             add.
         feedforward_dropout: float or `None`. Rate for the feed-forward
@@ -134,6 +140,7 @@ class DecoderLayer(keras.layers.Layer):
         sublayer_names=None,
         *,
         normalize_first=True,
+        shared_norm=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -154,6 +161,12 @@ class DecoderLayer(keras.layers.Layer):
                 "residuals. Received: parallel_residual=True, "
                 "normalize_first=False."
             )
+        if shared_norm and not parallel_residual:
+            raise ValueError(
+                "One norm for both branches (`shared_norm=True`) needs "
+                "parallel residuals (`parallel_residual=True`). Received: "
+                "shared_norm=True, parallel_residual=False."
+            )
         unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
         if unknown:
             raise ValueError(
@@ -171,6 +184,7 @@ class DecoderLayer(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.parallel_residual = parallel_residual
         self.normalize_first = normalize_first
+        self.shared_norm = shared_norm
         self.dropout = dropout
         self.feedforward_dropout_rate = feedforward_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -179,7 +193,9 @@ class DecoderLayer(keras.layers.Layer):
         self._activation = get_activation(activation)
 
         self.attention_norm = self._norm(names["attention_norm"])
-        self.feedforward_norm = self._norm(names["feedforward_norm"])
+        self.feedforward_norm = None
+        if not shared_norm:
+            self.feedforward_norm = self._norm(names["feedforward_norm"])
         self.intermediate_dense = self.gate_dense = self.output_dense = None
         if feedforward is None:
             self.intermediate_dense = self._dense(
@@ -225,7 +241,8 @@ class DecoderLayer(keras.layers.Layer):
     def build(self, input_shape):
         self.attention_norm.build(input_shape)
         self.attention.build(input_shape)
-        self.feedforward_norm.build(input_shape)
+        if self.feedforward_norm is not None:
+            self.feedforward_norm.build(input_shape)
         if self.feedforward is not None:
             self.feedforward.build(input_shape)
             return
@@ -280,8 +297,9 @@ class DecoderLayer(keras.layers.Layer):
                 cache=cache, cache_update_index=cache_update_index
             )
         pre_norm = self.normalize_first
+        normed = self.attention_norm(inputs) if pre_norm else inputs
         attended = self.attention(
-            self.attention_norm(inputs) if pre_norm else inputs,
+            normed,
             attention_mask=mask,
             training=training,
             **attention_kwargs,
@@ -293,9 +311,9 @@ class DecoderLayer(keras.layers.Layer):
         # With a cache, the padding mask covers the cache, not the inputs.
         feedforward_mask = padding_mask if cache is None else None
         if self.parallel_residual:
-            fed = self._feedforward(
-                self.feedforward_norm(inputs), feedforward_mask
-            )
+            if not self.shared_norm:
+                normed = self.feedforward_norm(inputs)
+            fed = self._feedforward(normed, feedforward_mask)
             outputs = (
                 inputs
                 + attended
@@ -343,6 +361,7 @@ class DecoderLayer(keras.layers.Layer):
                 "layer_norm_epsilon": self.layer_norm_epsilon,
                 "parallel_residual": self.parallel_residual,
                 "normalize_first": self.normalize_first,
+                "shared_norm": self.shared_norm,
                 "dropout": self.dropout,
                 "feedforward_dropout": self.feedforward_dropout_rate,
                 "kernel_initializer": keras.initializers.serialize(

@@ -712,6 +712,19 @@ TINY_CONFIGS = {
                 attention_dropout_rate=0.1,
                 feedforward_dropout_rate=0.2,
             ),
+            # Falcon-7B's options: one key/value head (replicated on the
+            # model axis), rotary, one norm per parallel block, no biases.
+            "falcon_7b_like": dict(
+                _ONE_BLOCK,
+                hidden_dim=64,
+                intermediate_dim=128,
+                num_attention_heads=8,
+                num_key_value_heads=1,
+                rotary_max_wavelength=10000.0,
+                parallel_residual=True,
+                shared_layer_norm=True,
+                use_bias=False,
+            ),
         },
     ),
     "BertBackbone": Enrolment(

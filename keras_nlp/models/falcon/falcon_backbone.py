@@ -1,4 +1,4 @@
-"""Falcon decoder backbone (the ALiBi, multi-head variant of Falcon-RW)."""
+"""Falcon decoder backbone: Falcon-RW, and Falcon 7B/40B/180B by options."""
 
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
@@ -14,6 +14,20 @@ BLOCK_NAMES = {
     "intermediate": "dense_h_to_4h",
     "output": "dense_4h_to_h",
 }
+# Falcon 40B/180B's two norms of a parallel block.
+PARALLEL_BLOCK_NAMES = {
+    **BLOCK_NAMES,
+    "attention_norm": "ln_attn",
+    "feedforward_norm": "ln_mlp",
+}
+
+
+def block_names(parallel_residual=False, shared_layer_norm=False):
+    """The block's layer names, as the checkpoints of that variant have
+    them: a parallel block with two norms calls them `ln_attn`, `ln_mlp`."""
+    if parallel_residual and not shared_layer_norm:
+        return PARALLEL_BLOCK_NAMES
+    return BLOCK_NAMES
 
 
 class FalconBackbone(Backbone):
@@ -24,8 +38,23 @@ class FalconBackbone(Backbone):
     scaling, so the slopes are scaled too) and an exact-GELU feed-forward,
     all projections with biases. No position embedding; the output
     projection reuses the token embedding. This is the architecture of
-    Falcon-RW (`falcon_refinedweb_1b_en`); the rotary, multi-query Falcon
-    7B/40B variants are not covered.
+    Falcon-RW (`falcon_refinedweb_1b_en`), and keras-hub's.
+
+    The keyword-only options build the other Falcons:
+
+    - Falcon-7B: `num_key_value_heads=1` (multi-query),
+      `rotary_max_wavelength=10000` (rotary instead of ALiBi),
+      `parallel_residual=True, shared_layer_norm=True` (attention and
+      feed-forward both read one `input_layernorm`), `use_bias=False`.
+    - Falcon-40B/180B: `num_key_value_heads=8` (grouped), rotary,
+      `parallel_residual=True` with two norms (`ln_attn`, `ln_mlp`),
+      `use_bias=False`.
+
+    Parallel blocks compute
+    `x + attention(norm_a(x)) + feedforward(norm_f(x))`, where `norm_f` is
+    `norm_a` when shared. In training, dropout hits each branch at its own
+    rate (`transformers` drops their sum at `hidden_dropout`); the released
+    checkpoints use none.
 
     Args:
         vocabulary_size: int. Rows of the token embedding.
@@ -41,6 +70,24 @@ class FalconBackbone(Backbone):
         feedforward_dropout_rate: float. Dropout in training on the
             feed-forward branch's output. Defaults to `0`.
         dtype: string or `keras.DTypePolicy`.
+        num_key_value_heads: int or `None`. Keyword-only. Key/value heads,
+            each shared by a group of consecutive query heads; must divide
+            `num_attention_heads`. `None` (the default) means
+            `num_attention_heads` (multi-head attention).
+        rotary_max_wavelength: float or `None`. Keyword-only. If set,
+            positions enter through a rotary embedding (rotate-half, on all
+            of each head's features) of this base wavelength instead of
+            ALiBi. Defaults to `None` (ALiBi).
+        parallel_residual: bool. Keyword-only. Attention and feed-forward
+            both read the block input and add to it, instead of the
+            feed-forward reading the attention's residual sum. Defaults to
+            `False`.
+        shared_layer_norm: bool. Keyword-only. With `parallel_residual`,
+            one layer norm (`input_layernorm`) feeds both branches;
+            otherwise each has its own (`ln_attn`, `ln_mlp`). Defaults to
+            `False`.
+        use_bias: bool. Keyword-only. Biases on the attention and
+            feed-forward projections. Defaults to `True`.
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
     Example:
@@ -61,6 +108,21 @@ class FalconBackbone(Backbone):
         "padding_mask": np.array([[1, 1, 1, 1], [0, 0, 1, 1]], dtype="int32"),
     }
     hidden_states = model(inputs)  # shape (2, 4, 32)
+
+    # A Falcon-7B-shaped model: multi-query, rotary, one norm per block.
+    falcon_7b_like = FalconBackbone(
+        vocabulary_size=64,
+        num_layers=2,
+        num_attention_heads=4,
+        hidden_dim=32,
+        intermediate_dim=128,
+        num_key_value_heads=1,
+        rotary_max_wavelength=10000,
+        parallel_residual=True,
+        shared_layer_norm=True,
+        use_bias=False,
+    )
+    falcon_7b_like(inputs).shape  # (2, 4, 32)
     ```
     """
 
@@ -72,7 +134,14 @@ class FalconBackbone(Backbone):
     def _layout_rules(config):
         return [
             *token_embedding_rules("token_embedding/", tied=True),
-            *bloom_block_rules(ATTENTION, BLOCK_NAMES),
+            *bloom_block_rules(
+                ATTENTION,
+                block_names(
+                    config.get("parallel_residual", False),
+                    config.get("shared_layer_norm", False),
+                ),
+                use_bias=config.get("use_bias", True),
+            ),
         ]
 
     def __init__(
@@ -86,8 +155,29 @@ class FalconBackbone(Backbone):
         attention_dropout_rate=0,
         feedforward_dropout_rate=0,
         dtype=None,
+        *,
+        num_key_value_heads=None,
+        rotary_max_wavelength=None,
+        parallel_residual=False,
+        shared_layer_norm=False,
+        use_bias=True,
         **kwargs,
     ):
+        if shared_layer_norm and not parallel_residual:
+            raise ValueError(
+                "`shared_layer_norm=True` needs `parallel_residual=True`: "
+                "a sequential block normalizes the attention's residual sum "
+                "with its own norm. Received: shared_layer_norm=True, "
+                "parallel_residual=False."
+            )
+        if num_key_value_heads is not None and (
+            num_attention_heads % num_key_value_heads
+        ):
+            raise ValueError(
+                "`num_key_value_heads` must divide `num_attention_heads`. "
+                f"Received: num_key_value_heads={num_key_value_heads}, "
+                f"num_attention_heads={num_attention_heads}."
+            )
         build_bloom_style(
             self,
             vocabulary_size=vocabulary_size,
@@ -104,7 +194,12 @@ class FalconBackbone(Backbone):
             scale_alibi=True,
             embeddings_initializer="uniform",
             attention_name=ATTENTION,
-            block_names=BLOCK_NAMES,
+            block_names=block_names(parallel_residual, shared_layer_norm),
+            num_key_value_heads=num_key_value_heads,
+            rotary_max_wavelength=rotary_max_wavelength,
+            use_bias=use_bias,
+            parallel_residual=parallel_residual,
+            shared_norm=shared_layer_norm,
             dtype=dtype,
             **kwargs,
         )

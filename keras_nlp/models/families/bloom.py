@@ -1,4 +1,4 @@
-"""The Bloom-style decoder stack: BLOOM and Falcon-RW.
+"""The Bloom-style decoder stack: BLOOM and Falcon.
 
 A tied token embedding with no position embedding, then GPT-style
 pre-LayerNorm blocks (`gpt.build_gpt_blocks`) whose multi-head attention adds
@@ -7,7 +7,9 @@ back through a flat `(heads * head_dim, hidden)` kernel, then a final
 LayerNorm. The members differ only in the arguments of
 `build_bloom_style`: BLOOM layer-normalizes the embeddings, Falcon scales
 the ALiBi bias with the queries and has a second dropout rate; the
-activation, initializer and checkpoint names differ too.
+activation, initializer and checkpoint names differ too. Falcon 7B/40B
+replace ALiBi by a rotary embedding, share key/value heads, drop the
+biases and run parallel residuals (with one norm or two).
 """
 
 import keras
@@ -15,6 +17,7 @@ import keras
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.families.gpt import BLOCK
@@ -47,6 +50,11 @@ def build_bloom_style(
     scale_alibi=False,
     embeddings_layer_norm=False,
     heads_argument="num_heads",
+    num_key_value_heads=None,
+    rotary_max_wavelength=None,
+    use_bias=True,
+    parallel_residual=False,
+    shared_norm=False,
     dtype=None,
     **kwargs,
 ):
@@ -75,6 +83,14 @@ def build_bloom_style(
             (BLOOM's `embedding_layernorm`).
         heads_argument: the backbone's name for `num_heads`, as error
             messages call it.
+        num_key_value_heads: int or `None` (`num_heads`). Key/value heads
+            shared by consecutive groups of query heads.
+        rotary_max_wavelength: float or `None`. If set, a rotary embedding
+            of this base wavelength on every query and key feature
+            replaces ALiBi.
+        use_bias: bool. Biases on every attention and feed-forward
+            projection.
+        parallel_residual, shared_norm: as in `DecoderLayer`.
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
@@ -98,15 +114,22 @@ def build_bloom_style(
                 backbone.token_embedding(token_ids)
             )
 
-    def alibi_attention():
+    rotary = rotary_max_wavelength is not None
+
+    def attention():
         return CachedGroupedQueryAttention(
             num_query_heads=num_heads,
-            num_key_value_heads=num_heads,
-            use_bias=True,
-            use_output_bias=True,
+            num_key_value_heads=num_key_value_heads or num_heads,
+            rotary_embedding=(
+                RotaryEmbedding(max_wavelength=rotary_max_wavelength)
+                if rotary
+                else None
+            ),
+            use_bias=use_bias,
+            use_output_bias=use_bias,
             flat_output_kernel=True,
-            use_alibi=True,
-            scale_alibi=scale_alibi,
+            use_alibi=not rotary,
+            scale_alibi=scale_alibi and not rotary,
             zero_unattended_queries=True,
             dropout=dropout,
             sublayer_names=ATTENTION_NAMES,
@@ -117,7 +140,7 @@ def build_bloom_style(
     build_gpt_blocks(
         backbone,
         embed,
-        alibi_attention,
+        attention,
         num_layers=num_layers,
         hidden_dim=hidden_dim,
         intermediate_dim=intermediate_dim,
@@ -127,18 +150,21 @@ def build_bloom_style(
         layer_norm_epsilon=layer_norm_epsilon,
         block_names=block_names,
         final_norm_name="final_layernorm",
+        use_bias=use_bias,
+        parallel_residual=parallel_residual,
+        shared_norm=shared_norm,
         dtype=dtype,
         **kwargs,
     )
 
 
-def bloom_block_rules(attention_name, block_names):
+def bloom_block_rules(attention_name, block_names, use_bias=True):
     """Layout rules of `build_bloom_style`'s blocks, named as there."""
     return [
         *attention_rules(
             BLOCK + attention_name + "/",
             sublayer_names=ATTENTION_NAMES,
-            use_bias=True,
+            use_bias=use_bias,
             flat_output_kernel=True,
         ),
         *feedforward_rules(BLOCK, sublayer_names=block_names, gated=False),

@@ -54,13 +54,16 @@ def build_gpt_blocks(
     final_norm_name="layer_norm",
     normalize_first=True,
     output_projection=None,
+    use_bias=True,
+    shared_norm=False,
     dtype=None,
     **kwargs,
 ):
     """Adds the blocks and final LayerNorm to `backbone`; wires its graph.
 
     The blocks `transformer_layer_{i}` are pre-LayerNorm `DecoderLayer`s
-    with a plain (ungated) feed-forward whose dense layers have biases.
+    with a plain (ungated) feed-forward whose dense layers have biases
+    (unless `use_bias=False`).
     Sets `backbone.transformer_layers` and `backbone.layer_norm`.
     Post-LayerNorm blocks (`normalize_first=False`) end normalized: then
     there is no final LayerNorm and `backbone.layer_norm` is `None`.
@@ -80,6 +83,8 @@ def build_gpt_blocks(
             (`True`), or post-LayerNorm blocks and none (`False`).
         output_projection: optional layer applied last (OPT-350M's
             `project_out`).
+        use_bias: bool. Biases on the feed-forward dense layers.
+        shared_norm: bool. As in `DecoderLayer` (Falcon-7B).
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
@@ -90,7 +95,7 @@ def build_gpt_blocks(
             intermediate_dim=intermediate_dim,
             activation=activation,
             gated=False,
-            use_bias=True,
+            use_bias=use_bias,
             normalization="layer",
             layer_norm_epsilon=layer_norm_epsilon,
             parallel_residual=parallel_residual,
@@ -99,6 +104,7 @@ def build_gpt_blocks(
             kernel_initializer=kernel_initializer,
             sublayer_names=block_names or BLOCK_NAMES,
             normalize_first=normalize_first,
+            shared_norm=shared_norm,
             dtype=dtype,
             name=f"transformer_layer_{index}",
         )

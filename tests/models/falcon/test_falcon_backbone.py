@@ -141,3 +141,76 @@ def test_docstring_example_runs():
     namespace = {}
     exec("\n".join(line[indent:] for line in lines), namespace)
     assert tuple(namespace["hidden_states"].shape) == (2, 4, 32)
+
+
+# Falcon-7B: one key/value head, rotary, one norm, no biases; Falcon-40B:
+# grouped key/value heads and two norms (`ln_attn`, `ln_mlp`).
+FALCON_7B = dict(
+    num_key_value_heads=1,
+    rotary_max_wavelength=10000,
+    parallel_residual=True,
+    shared_layer_norm=True,
+    use_bias=False,
+)
+FALCON_40B = dict(
+    num_key_value_heads=2,
+    rotary_max_wavelength=10000,
+    parallel_residual=True,
+    use_bias=False,
+)
+
+
+@pytest.mark.parametrize(
+    "options, norms, kv_heads",
+    [
+        (FALCON_7B, ("input_layernorm",), 1),
+        (FALCON_40B, ("ln_attn", "ln_mlp"), 2),
+    ],
+    ids=["falcon_7b", "falcon_40b"],
+)
+def test_variant_paths_and_shapes(options, norms, kv_heads):
+    model = FalconBackbone(**TINY, **options)
+    block = "transformer_layer_1/"
+    attention = block + "attention/"
+    expected = {
+        attention + "query_dense/kernel": (32, 4, 8),
+        attention + "key_dense/kernel": (32, kv_heads, 8),
+        attention + "value_dense/kernel": (32, kv_heads, 8),
+        attention + "output_dense/kernel": (32, 32),
+        block + "dense_h_to_4h/kernel": (32, 48),
+        block + "dense_4h_to_h/kernel": (48, 32),
+        **{
+            block + f"{norm}/{w}": (32,)
+            for norm in norms
+            for w in "gamma beta".split()
+        },
+    }
+    actual = {
+        v.path: tuple(v.shape)
+        for v in model.weights
+        if v.path.startswith(block)
+    }
+    assert actual == expected
+    hidden = ops.convert_to_numpy(model(INPUTS))
+    assert hidden.shape == (2, 5, 32) and np.all(np.isfinite(hidden))
+    assert model.get_config()["num_key_value_heads"] == kv_heads
+
+
+@pytest.mark.parametrize(
+    "override, words",
+    [
+        (
+            {"shared_layer_norm": True},
+            ["shared_layer_norm=True", "parallel_residual=False"],
+        ),
+        (
+            {"num_key_value_heads": 3},
+            ["num_key_value_heads=3", "num_attention_heads=4", "divide"],
+        ),
+    ],
+)
+def test_invalid_variant_options(override, words):
+    with pytest.raises(ValueError) as error:
+        FalconBackbone(**TINY, **override)
+    for word in words:
+        assert word in str(error.value)

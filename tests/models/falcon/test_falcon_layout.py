@@ -86,3 +86,62 @@ def test_six_heads_fall_back_whole_on_a_model_axis_of_eight():
     embedding = plan.weight("token_embedding/embeddings")
     assert embedding.spec == ("batch", "model")
     assert embedding.shard_shape == (257, 6)
+
+
+# tiiuae/falcon-7b and tiiuae/falcon-40b's shapes, as our options.
+FALCON_7B = dict(
+    vocabulary_size=65024,
+    num_layers=32,
+    num_attention_heads=71,
+    hidden_dim=4544,
+    intermediate_dim=18176,
+    num_key_value_heads=1,
+    rotary_max_wavelength=10000.0,
+    parallel_residual=True,
+    shared_layer_norm=True,
+    use_bias=False,
+)
+FALCON_40B = dict(
+    FALCON_7B,
+    num_layers=60,
+    num_attention_heads=128,
+    hidden_dim=8192,
+    intermediate_dim=32768,
+    num_key_value_heads=8,
+    shared_layer_norm=False,
+)
+
+
+def test_falcon_7b_plan_replicates_the_single_key_value_head():
+    plan = FalconBackbone.plan_layout(mesh_dict((2, 4)), config=FALCON_7B)
+    for kind in ("key", "value"):
+        kernel = plan.weight(ATTENTION + f"{kind}_dense/kernel")
+        assert kernel.spec == ("batch", None, None)
+        assert kernel.shard_shape == (2272, 1, 64)
+        assert "dim 1 (kv_heads, size 1) is not divisible" in kernel.reason
+    # 71 query heads divide no model axis either; the widths shard.
+    assert plan.weight(ATTENTION + "query_dense/kernel").spec[1] is None
+    block = "transformer_layer_0/"
+    assert plan.weight(block + "dense_h_to_4h/kernel").spec == (
+        "batch",
+        "model",
+    )
+    assert plan.weight(ATTENTION + "output_dense/kernel").spec == (
+        "model",
+        "batch",
+    )
+    # One norm per block, no biases.
+    paths = {w.path for w in plan.weights if w.path.startswith(block)}
+    assert block + "input_layernorm/gamma" in paths
+    assert not [p for p in paths if p.endswith("/bias") or "ln_mlp" in p]
+
+
+def test_falcon_40b_plan_shards_the_grouped_key_value_heads():
+    plan = FalconBackbone.plan_layout(mesh_dict((2, 4)), config=FALCON_40B)
+    assert not plan.fallbacks
+    for kind, shard in (("query", (4096, 32, 64)), ("key", (4096, 2, 64))):
+        kernel = plan.weight(ATTENTION + f"{kind}_dense/kernel")
+        assert kernel.spec == ("batch", "model", None)
+        assert kernel.shard_shape == shard
+    for norm in ("ln_attn", "ln_mlp"):
+        assert plan.weight(f"transformer_layer_0/{norm}/gamma").spec == (None,)
