@@ -30,6 +30,10 @@ from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import random_inputs
 
+# Every family's weights are loaded into the shards of both; `meshes` (a
+# class attribute) says where the outputs are compared too.
+ALL_MESHES = ((1, 8), (2, 4))
+
 
 @dataclasses.dataclass(frozen=True)
 class HFCase:
@@ -154,11 +158,20 @@ def _compared(case, inputs, outputs):
     return (case.outputs or real_outputs)(inputs, outputs)
 
 
+def assert_follows_plan(ours):
+    """Every variable of `ours` is sharded as its layout plan says."""
+    planned = {w.path: w.spec for w in ours.layout_plan.weights}
+    for variable in ours.weights:
+        spec = tuple(variable.value.sharding.spec)
+        spec += (None,) * (len(variable.shape) - len(spec))
+        assert spec == planned[variable.path], variable.path
+
+
 class HuggingFaceFamilyTests:
     """The oracle checks; subclass with `cases = [HFCase(...), ...]`."""
 
     cases = []
-    meshes = ((1, 8), (2, 4))
+    meshes = ALL_MESHES
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -202,11 +215,25 @@ class HuggingFaceFamilyTests:
         np.testing.assert_allclose(
             actual, expected, atol=case.atol, rtol=case.atol
         )
-        planned = {w.path: w.spec for w in ours.layout_plan.weights}
-        for variable in ours.weights:
-            spec = tuple(variable.value.sharding.spec)
-            spec += (None,) * (len(variable.shape) - len(spec))
-            assert spec == planned[variable.path], variable.path
+        assert_follows_plan(ours)
+
+    @pytest.mark.multi_device
+    def test_every_mesh_reads_its_shards(self, case, checkpoint):
+        # Each device reads its own box of each tensor (fused ones cut per
+        # head): on both meshes every gathered weight equals keras-hub's
+        # and sits where the plan says. The outputs are compared on
+        # `meshes` only (compiling costs more than loading).
+        path, theirs, _, _ = checkpoint
+        cls = type(Backbone.from_preset(str(path), load_weights=False))
+        for mesh_shape in ALL_MESHES:
+            distribution = keras.distribution.ModelParallel(
+                layout_map=cls.get_layout_map(make_mesh(mesh_shape)),
+                batch_dim_name="batch",
+            )
+            with distribution.scope():
+                ours = Backbone.from_preset(str(path))
+            assert_same_weights(ours, theirs)
+            assert_follows_plan(ours)
 
     def test_round_trip_is_bit_identical(self, case, checkpoint, tmp_path):
         import keras_hub
