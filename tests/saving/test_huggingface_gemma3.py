@@ -114,42 +114,29 @@ def _published_config(oracle):
     }
 
 
-def _published_tensors(oracle):
+def siglip_tower_tensors(encoder, tower):
+    """keras-hub's SigLIP `image_encoder` under Hugging Face's names, each
+    prefixed by `tower` (e.g. `vision_tower.vision_model.`)."""
+
     def array(variable):
         return np.asarray(variable.numpy())
 
-    tensors = gemma_tensors(
-        oracle, "language_model.model.", gemma2_norms=True, qk_norm=True
-    )
-    encoder = oracle.vision_encoder.get_layer("image_encoder")
-    output = oracle.vision_encoder.get_layer("vision_output_encoder")
-    tower = "vision_tower.vision_model."
     embeddings = encoder.vision_embeddings
-    tensors.update(
-        {
-            tower + "embeddings.patch_embedding.weight": array(
-                embeddings.patch_embedding.kernel
-            ).transpose(3, 2, 0, 1),
-            tower + "embeddings.patch_embedding.bias": array(
-                embeddings.patch_embedding.bias
-            ),
-            tower + "embeddings.position_embedding.weight": array(
-                embeddings.position_embedding.embeddings
-            ),
-            tower + "post_layernorm.weight": array(
-                encoder.encoder_layer_norm.gamma
-            ),
-            tower + "post_layernorm.bias": array(
-                encoder.encoder_layer_norm.beta
-            ),
-            "multi_modal_projector.mm_soft_emb_norm.weight": array(
-                output.vision_soft_embedding_norm.scale
-            ),
-            "multi_modal_projector.mm_input_projection_weight": array(
-                output.vision_input_projection.kernel
-            ),
-        }
-    )
+    tensors = {
+        tower + "embeddings.patch_embedding.weight": array(
+            embeddings.patch_embedding.kernel
+        ).transpose(3, 2, 0, 1),
+        tower + "embeddings.patch_embedding.bias": array(
+            embeddings.patch_embedding.bias
+        ),
+        tower + "embeddings.position_embedding.weight": array(
+            embeddings.position_embedding.embeddings
+        ),
+        tower + "post_layernorm.weight": array(
+            encoder.encoder_layer_norm.gamma
+        ),
+        tower + "post_layernorm.bias": array(encoder.encoder_layer_norm.beta),
+    }
     for j, block in enumerate(encoder.resblocks):
         layer = f"{tower}encoder.layers.{j}."
         for name, dense in (
@@ -165,6 +152,22 @@ def _published_tensors(oracle):
         for index, norm in ((1, block.layer_norm_1), (2, block.layer_norm_2)):
             tensors[layer + f"layer_norm{index}.weight"] = array(norm.gamma)
             tensors[layer + f"layer_norm{index}.bias"] = array(norm.beta)
+    return tensors
+
+
+def _published_tensors(oracle):
+    tensors = gemma_tensors(
+        oracle, "language_model.model.", gemma2_norms=True, qk_norm=True
+    )
+    encoder = oracle.vision_encoder.get_layer("image_encoder")
+    output = oracle.vision_encoder.get_layer("vision_output_encoder")
+    tensors.update(siglip_tower_tensors(encoder, "vision_tower.vision_model."))
+    tensors["multi_modal_projector.mm_soft_emb_norm.weight"] = np.asarray(
+        output.vision_soft_embedding_norm.scale.numpy()
+    )
+    tensors["multi_modal_projector.mm_input_projection_weight"] = np.asarray(
+        output.vision_input_projection.kernel.numpy()
+    )
     return tensors
 
 

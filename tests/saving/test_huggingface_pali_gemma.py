@@ -37,6 +37,7 @@ from tests.saving.huggingface_checkpoints import assert_same_weights
 from tests.saving.huggingface_checkpoints import randomize
 from tests.saving.huggingface_checkpoints import tensor_writer
 from tests.saving.test_huggingface_gemma import gemma_tensors
+from tests.saving.test_huggingface_gemma3 import siglip_tower_tensors
 
 # 16x16 images in 4x4 patches: 16 image tokens, and a text head_dim of 16.
 _VISION = dict(
@@ -164,41 +165,7 @@ def _tensors(oracle, text, tower, projector, gemma2_norms=False):
     extra = np.full((IMAGE_TOKEN_ROWS, embedding.shape[1]), 7.0, "float32")
     tensors[text + "embed_tokens.weight"] = np.concatenate([embedding, extra])
     encoder = oracle.vit_encoder.get_layer("image_encoder")
-    embeddings = encoder.vision_embeddings
-    tensors.update(
-        {
-            tower + "embeddings.patch_embedding.weight": _array(
-                embeddings.patch_embedding.kernel
-            ).transpose(3, 2, 0, 1),
-            tower + "embeddings.patch_embedding.bias": _array(
-                embeddings.patch_embedding.bias
-            ),
-            tower + "embeddings.position_embedding.weight": _array(
-                embeddings.position_embedding.embeddings
-            ),
-            tower + "post_layernorm.weight": _array(
-                encoder.encoder_layer_norm.gamma
-            ),
-            tower + "post_layernorm.bias": _array(
-                encoder.encoder_layer_norm.beta
-            ),
-        }
-    )
-    for j, block in enumerate(encoder.resblocks):
-        layer = f"{tower}encoder.layers.{j}."
-        for name, dense in (
-            ("self_attn.q_proj", block.attn.query_proj),
-            ("self_attn.k_proj", block.attn.key_proj),
-            ("self_attn.v_proj", block.attn.value_proj),
-            ("self_attn.out_proj", block.attn.out_proj),
-            ("mlp.fc1", block.mlp_dense_1),
-            ("mlp.fc2", block.mlp_dense_2),
-        ):
-            tensors[layer + name + ".weight"] = _array(dense.kernel).T
-            tensors[layer + name + ".bias"] = _array(dense.bias)
-        for index, norm in ((1, block.layer_norm_1), (2, block.layer_norm_2)):
-            tensors[layer + f"layer_norm{index}.weight"] = _array(norm.gamma)
-            tensors[layer + f"layer_norm{index}.bias"] = _array(norm.beta)
+    tensors.update(siglip_tower_tensors(encoder, tower))
     projection = oracle.vit_encoder.get_layer("image_classifier")
     tensors[projector + "linear.weight"] = _array(projection.kernel).T
     tensors[projector + "linear.bias"] = _array(projection.bias)
