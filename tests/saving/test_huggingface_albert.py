@@ -10,14 +10,11 @@ keras-hub's backbone cannot express, loads into our
 """
 
 import numpy as np
-import pytest
 
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
 from tests.saving.huggingface_checkpoints import tensor_writer
-from tests.saving.huggingface_options import OptionCheckpointTests
-from tests.saving.huggingface_options import assert_feedforward_is_erf_gelu
-from tests.saving.huggingface_options import written_checkpoint
+from tests.saving.test_huggingface_bert import ExactGeluEncoderTests
 from tests.saving.test_huggingface_bert import assert_config_refused
 from tests.saving.test_huggingface_bert import dense_kernel
 from tests.saving.test_huggingface_bert import encoder_config
@@ -147,31 +144,10 @@ class TestAlbertCheckpoints(HuggingFaceFamilyTests):
     meshes = ((2, 4),)
 
 
-class TestExactGeluAlbertCheckpoints(OptionCheckpointTests):
+class TestExactGeluAlbertCheckpoints(ExactGeluEncoderTests):
     """`hidden_act="gelu"`, the exact GELU, in the shared blocks."""
 
-    # Export drops the pretraining heads.
-    exports_every_tensor = False
-
-    @pytest.fixture(scope="class")
-    @classmethod
-    def written(cls, tmp_path_factory):
-        case = TestAlbertCheckpoints.cases[0]
-        return written_checkpoint(
-            tmp_path_factory,
-            case,
-            options=dict(hidden_activation="gelu"),
-            fields=dict(hidden_act="gelu"),
-            inputs=segment_inputs(case.config["vocabulary_size"]),
-            compared=sequence_and_pooled,
-        )
-
-    def test_feedforward_is_the_exact_gelu(self, written):
-        for block in written.expected.transformer_layers:
-            assert_feedforward_is_erf_gelu(
-                block,
-                lambda x, b=block: b.output_dense(b.intermediate_dense(x)),
-            )
+    source = TestAlbertCheckpoints.cases[0]
 
 
 def test_albert_groups_must_divide_the_layers(tmp_path):

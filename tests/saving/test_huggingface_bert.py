@@ -196,30 +196,40 @@ class TestBertCheckpoints(HuggingFaceFamilyTests):
     ]
 
 
-class TestExactGeluBertCheckpoints(OptionCheckpointTests):
-    """Hugging Face's BERT: `hidden_act="gelu"`, the exact GELU."""
+class ExactGeluEncoderTests(OptionCheckpointTests):
+    """`hidden_act="gelu"`, the exact GELU, in the checkpoint of `source`
+    (an `HFCase` of a BERT-style family with segment inputs)."""
 
-    # Export drops the pretraining heads and renames `gamma`/`beta`.
+    source = None
+    # Export drops the pretraining heads (and renames BERT's old
+    # `gamma`/`beta`).
     exports_every_tensor = False
 
     @pytest.fixture(scope="class")
     @classmethod
     def written(cls, tmp_path_factory):
-        case = TestBertCheckpoints.cases[0]
         return written_checkpoint(
             tmp_path_factory,
-            case,
+            cls.source,
             options=dict(hidden_activation="gelu"),
             fields=dict(hidden_act="gelu"),
-            inputs=segment_inputs(case.config["vocabulary_size"]),
+            inputs=segment_inputs(cls.source.config["vocabulary_size"]),
             compared=sequence_and_pooled,
         )
 
     def test_feedforward_is_the_exact_gelu(self, written):
-        block = written.expected.transformer_layers[0]
-        assert_feedforward_is_erf_gelu(
-            block, lambda x: block.output_dense(block.intermediate_dense(x))
-        )
+        # ALBERT's blocks share weights: each is checked.
+        for block in written.expected.transformer_layers:
+            assert_feedforward_is_erf_gelu(
+                block,
+                lambda x, b=block: b.output_dense(b.intermediate_dense(x)),
+            )
+
+
+class TestExactGeluBertCheckpoints(ExactGeluEncoderTests):
+    """Hugging Face's BERT: `hidden_act="gelu"`, the exact GELU."""
+
+    source = TestBertCheckpoints.cases[0]
 
 
 def test_bert_gelus_translate_without_warning(tmp_path):
