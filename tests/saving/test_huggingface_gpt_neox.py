@@ -9,6 +9,7 @@ a separate `embed_out`), which keras-hub's backbone cannot express, load
 into our backbone's options (`tests/saving/huggingface_options.py`).
 """
 
+import dataclasses
 import json
 
 import numpy as np
@@ -148,20 +149,12 @@ def test_newer_field_names_translate_alike(neox_config, tmp_path):
 
 
 # Pythia's shape: a quarter of each head rotated, base 10000.
-_PYTHIA = HFCase(
-    "pythia",
-    "GPTNeoXBackbone",
-    dict(
-        vocabulary_size=96,
-        num_layers=2,
-        num_heads=4,
-        hidden_dim=32,
-        intermediate_dim=48,
-        rotary_percentage=0.25,
-        rotary_max_wavelength=10000,
-        max_sequence_length=32,
+_PYTHIA = dataclasses.replace(
+    _CASE,
+    name="pythia",
+    config=dict(
+        _CASE.config, rotary_percentage=0.25, rotary_max_wavelength=10000
     ),
-    writer=tensor_writer(_config, _tensors),
 )
 
 
