@@ -149,6 +149,27 @@ def assert_feedforward_is_erf_gelu(block, feedforward):
     assert np.abs(actual - through(tanh_gelu)).max() > 1e-4
 
 
+def assert_round_trip(ours, written_path, export_dir, every_tensor=True):
+    """Exports `ours` to `export_dir` and loads it back: same config and
+    weights, every tensor the checkpoint at `written_path` has written
+    back bit for bit (and no other, with `every_tensor`). Returns the
+    exported `config.json` fields."""
+    ours.save_to_preset(str(export_dir), format="huggingface")
+    again = Backbone.from_preset(str(export_dir))
+    config = {k: v for k, v in ours.get_config().items() if k != "name"}
+    assert {k: again.get_config()[k] for k in config} == config
+    assert_same_weights(again, ours)
+    exported = load_file(str(export_dir / "model.safetensors"))
+    tensors = load_file(str(written_path / "model.safetensors"))
+    if every_tensor:
+        assert sorted(exported) == sorted(tensors)
+    for name in set(exported) & set(tensors):
+        np.testing.assert_array_equal(
+            exported[name], tensors[name], err_msg=name
+        )
+    return json.loads((export_dir / "config.json").read_text())
+
+
 class OptionCheckpointTests:
     """Subclass with a class-scoped fixture `written` -> `Written`."""
 
@@ -188,18 +209,7 @@ class OptionCheckpointTests:
 
     def test_round_trip_is_bit_identical(self, written, tmp_path):
         ours = Backbone.from_preset(str(written.path))
-        ours.save_to_preset(str(tmp_path), format="huggingface")
-        again = Backbone.from_preset(str(tmp_path))
-        config = {k: v for k, v in ours.get_config().items() if k != "name"}
-        assert {k: again.get_config()[k] for k in config} == config
-        assert_same_weights(again, ours)
-        exported = load_file(str(tmp_path / "model.safetensors"))
-        tensors = load_file(str(written.path / "model.safetensors"))
-        if self.exports_every_tensor:
-            assert sorted(exported) == sorted(tensors)
-        for name in set(exported) & set(tensors):
-            np.testing.assert_array_equal(
-                exported[name], tensors[name], err_msg=name
-            )
-        fields = json.loads((tmp_path / "config.json").read_text())
+        fields = assert_round_trip(
+            ours, written.path, tmp_path, self.exports_every_tensor
+        )
         assert {k: fields[k] for k in written.fields} == written.fields

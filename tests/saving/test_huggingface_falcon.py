@@ -38,6 +38,7 @@ from tests.saving.huggingface_checkpoints import assert_same_weights
 from tests.saving.huggingface_checkpoints import randomize
 from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
+from tests.saving.huggingface_options import assert_round_trip
 from tests.saving.huggingface_options import erf_gelu
 from tests.saving.huggingface_written import WrittenCheckpointTests
 from tests.saving.huggingface_written import per_head_fused
@@ -441,18 +442,7 @@ def test_loads_into_shards(written):
 
 
 def test_round_trip_is_bit_identical(written, tmp_path):
-    ours = written.loaded
-    ours.save_to_preset(str(tmp_path), format="huggingface")
-    again = Backbone.from_preset(str(tmp_path))
-    config = {k: v for k, v in ours.get_config().items() if k != "name"}
-    assert {k: again.get_config()[k] for k in config} == config
-    assert_same_weights(again, ours)
-    exported = load_file(str(tmp_path / "model.safetensors"))
-    tensors = load_file(str(written.path / "model.safetensors"))
-    assert sorted(exported) == sorted(tensors)
-    for name, value in tensors.items():
-        np.testing.assert_array_equal(exported[name], value, err_msg=name)
-    fields = json.loads((tmp_path / "config.json").read_text())
+    fields = assert_round_trip(written.loaded, written.path, tmp_path)
     for key in sorted(set(fields) & set(written.fields) - {"torch_dtype"}):
         assert fields[key] == written.fields[key], key
 
