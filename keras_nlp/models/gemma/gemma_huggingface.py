@@ -30,6 +30,7 @@ from keras_nlp.saving.huggingface import Transpose
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
 from keras_nlp.saving.huggingface.fields import read_rope
+from keras_nlp.saving.huggingface.fields import windowed_layers
 
 # Our heads-first query/key/value kernels `(heads, hidden, head_dim)` are
 # Hugging Face's `(heads * head_dim, hidden)`.
@@ -208,22 +209,10 @@ def read_activation(hf, legacy_gelu):
         hf.expect("hidden_act", (APPROXIMATE_GELU, "gelu"))
 
 
-def _window_layers(hf, num_layers, pattern):
-    """Which layers are windowed, from `layer_types` or the `pattern`."""
-    types = hf.get("layer_types")
-    if types is None:
-        return [pattern(i) for i in range(num_layers)]
-    if not set(types) <= {"sliding_attention", "full_attention"}:
-        hf.unsupported("layer_types", types)
-    if len(types) != num_layers:
-        hf.unsupported("layer_types", types, why=f" (not {num_layers} entries)")
-    return [t == "sliding_attention" for t in types]
-
-
 def read_window_pattern(hf, num_layers, pattern):
     """`use_sliding_window_attention` for a fixed window `pattern`
     (`index -> windowed`): every layer as the pattern says, or none."""
-    windowed = _window_layers(hf, num_layers, pattern)
+    windowed = windowed_layers(hf, num_layers, pattern)
     if not any(windowed):
         return False
     expected = [pattern(i) for i in range(num_layers)]

@@ -67,6 +67,7 @@ from keras_nlp.saving.huggingface import MXFP4
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import windowed_layers
 
 _BLOCK = "transformer_layer_{i}/"
 _ATTENTION = _BLOCK + "self_attention/"
@@ -229,24 +230,9 @@ def _read_window(hf, num_layers):
     # Absent is `GptOssConfig`'s default; null windows nothing.
     absent = "sliding_window" not in hf
     window = hf.get("sliding_window", _DEFAULT_WINDOW if absent else None)
-    types = hf.get("layer_types")
-    if types is None:
-        # `GptOssConfig`'s default: the even blocks.
-        types = [
-            "sliding_attention" if i % 2 == 0 else "full_attention"
-            for i in range(num_layers)
-        ]
-    if (
-        not isinstance(types, list)
-        or len(types) != num_layers
-        or not set(types) <= set(LAYER_TYPES)
-    ):
-        hf.unsupported(
-            "layer_types",
-            types,
-            why=f" (expected a list of {num_layers} of {LAYER_TYPES})",
-        )
-    windowed = [t == "sliding_attention" for t in types]
+    # Absent: `GptOssConfig`'s default, the even blocks.
+    windowed = windowed_layers(hf, num_layers, lambda i: i % 2 == 0)
+    types = [LAYER_TYPES[0] if w else LAYER_TYPES[1] for w in windowed]
     if window is None or not any(windowed):
         return None, None
     if not isinstance(window, int) or isinstance(window, bool) or window < 2:

@@ -85,6 +85,39 @@ def write_rope(theta, kind="default", parameters=None):
     return fields
 
 
+LAYER_TYPES = ("sliding_attention", "full_attention")
+"""The values of Hugging Face's `layer_types`."""
+
+
+def windowed_layers(hf, num_layers, default):
+    """Which layers `layer_types` windows, one bool per layer.
+
+    Args:
+        hf: the `HuggingFaceConfig`.
+        num_layers: the number of layers.
+        default: `index -> windowed`, the family's pattern when the config
+            has no `layer_types`.
+
+    Raises:
+        PresetError naming `layer_types` when it is not a list of
+        `num_layers` of `LAYER_TYPES`.
+    """
+    types = hf.get("layer_types")
+    if types is None:
+        return [default(i) for i in range(num_layers)]
+    if (
+        not isinstance(types, list)
+        or len(types) != num_layers
+        or not set(types) <= set(LAYER_TYPES)
+    ):
+        hf.unsupported(
+            "layer_types",
+            types,
+            why=f" (expected a list of {num_layers} of {LAYER_TYPES})",
+        )
+    return [t == "sliding_attention" for t in types]
+
+
 def read_window(hf, num_layers, layered=True):
     """Reads a sliding window applied to every layer, or none.
 
@@ -108,18 +141,9 @@ def read_window(hf, num_layers, layered=True):
     use = hf.get("use_sliding_window", False)
     first = hf.get("max_window_layers", 0)
     types = hf.get("layer_types")
-    if types is not None:
-        windowed = [t == "sliding_attention" for t in types]
-        if not set(types) <= {"sliding_attention", "full_attention"}:
-            hf.unsupported("layer_types", types)
-        if len(types) != num_layers:
-            hf.unsupported(
-                "layer_types", types, why=f" (not {num_layers} entries)"
-            )
-    elif use and window is not None:
-        windowed = [i >= first for i in range(num_layers)]
-    else:
-        windowed = [False] * num_layers
+    windowed = windowed_layers(
+        hf, num_layers, lambda i: use and window is not None and i >= first
+    )
     if any(windowed) and window is None:
         hf.unsupported("layer_types", types, why=" (no sliding_window size)")
     if all(windowed) and num_layers:
