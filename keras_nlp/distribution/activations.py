@@ -60,6 +60,29 @@ def current_batch_size():
     return _BATCH_SIZE.get()
 
 
+_UNPINNED = contextvars.ContextVar("keras_nlp_unpinned", default=frozenset())
+
+
+@contextlib.contextmanager
+def unpinned_outputs(keys):
+    """Leaves the outputs at `keys` (`<layer path>/output`) unpinned.
+
+    Cached decoding calls the decoder blocks itself, and a block given a
+    cache returns `(outputs, cache)`, which one layout cannot describe: the
+    caller pins the two itself (`keras_nlp.models.CausalLM`).
+    """
+    token = _UNPINNED.set(frozenset(keys))
+    try:
+        yield
+    finally:
+        _UNPINNED.reset(token)
+
+
+def current_unpinned():
+    """The output keys that the innermost `unpinned_outputs` left free."""
+    return _UNPINNED.get()
+
+
 @dataclasses.dataclass(frozen=True)
 class LayerOutput:
     """What the plan needs to know about one layer's output.
@@ -172,7 +195,8 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
     """Layouts of the residual stream and of the sharded projections.
 
     Args:
-        layers: `LayerOutput`s from `describe_layers`.
+        layers: `LayerOutput`s from `describe_layers` (other entries, such
+            as key/value caches, are skipped).
         weights: the `WeightPlan`s of the same backbone.
         hidden_dim: the residual stream's width, or `None` if unknown (then
             only projections are pinned).
@@ -190,6 +214,8 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
     model_axes = set(a for a in model_axes if a)
     planned = []
     for layer in layers:
+        if not isinstance(layer, LayerOutput):
+            continue
         key = f"{layer.path}/output"
         if layer.kernel is None:
             shape = layer.shape

@@ -7,6 +7,7 @@ from keras.src.utils.jax_utils import is_in_jax_tracing_scope
 
 from keras_nlp.distribution.activations import FREE
 from keras_nlp.distribution.activations import current_batch_size
+from keras_nlp.distribution.activations import current_unpinned
 from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
 from keras_nlp.distribution.planning import plan_backbone_layout
 from keras_nlp.distribution.resolver import LayoutError
@@ -49,6 +50,27 @@ def _activation_layout(spec, device_mesh, batch_axes):
         batch = batch_axes[0] if len(batch_axes) == 1 else tuple(batch_axes)
     axes = tuple(batch if entry == FREE else entry for entry in spec)
     return _TensorLayout(axes, device_mesh)
+
+
+def constrain(tensor, spec):
+    """Pins `tensor` to a plan spec while JAX traces under a planned map.
+
+    `spec` is a plan's spec (`FREE` for the batch, which goes on the batch
+    axes where they divide the batch of the innermost `batch_size_scope`).
+    Without an active `BackboneLayoutMap`, outside a JAX trace or on
+    another backend, `tensor` is returned as it is.
+    """
+    layout_map = active_layout_map()
+    if (
+        layout_map is None
+        or keras.backend.backend() != "jax"
+        or not is_in_jax_tracing_scope()
+    ):
+        return tensor
+    layout = _activation_layout(
+        spec, layout_map.device_mesh, layout_map.batch_axes
+    )
+    return keras.distribution.distribute_tensor(tensor, layout)
 
 
 class _TensorLayout(keras.distribution.TensorLayout):
@@ -290,6 +312,8 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
                 "config= or preset= to get_layout_map."
             )
         if key in self._activations:
+            if key in current_unpinned():
+                return None
             # Keras asks while tracing (a sharding constraint) and in eager
             # calls (a copy to the layout): only the first may leave the
             # batch dimension to XLA.

@@ -193,6 +193,9 @@ class LayoutPlan:
             estimated for.
         activations: a tuple of `ActivationPlan`: the layer outputs whose
             layouts are pinned (see `keras_nlp.distribution.activations`).
+        kv_caches: a tuple of `CachePlan`: the layout of each attention's
+            key/value cache while generating, for decoder backbones (see
+            `keras_nlp.distribution.kv_cache`).
 
     Example:
 
@@ -220,6 +223,7 @@ class LayoutPlan:
     policy: str = "auto"
     tokens_per_step: int = None
     activations: tuple = ()
+    kv_caches: tuple = ()
 
     def weight(self, path):
         """The `WeightPlan` of the variable at `path`."""
@@ -329,6 +333,7 @@ class LayoutPlan:
                 }
                 for activation in self.activations
             ],
+            "kv_caches": [cache.to_dict() for cache in self.kv_caches],
         }
 
     def to_json(self, **kwargs):
@@ -361,6 +366,18 @@ class LayoutPlan:
                 "outputs ("
                 + ", ".join(f"{count} {kind}" for kind, count in kinds.items())
                 + ")"
+            )
+        if self.kv_caches:
+            layouts = collections.Counter(
+                "whole on every device"
+                if cache.spec[3:] == (None, None)
+                else "(kv_heads, head_dim) on " + format_spec(cache.spec[3:])
+                for cache in self.kv_caches
+            )
+            lines.append(
+                f"kv caches:             {len(self.kv_caches)} attention(s), "
+                + ", ".join(f"{n} {text}" for text, n in layouts.items())
+                + "; batch on the batch axes"
             )
         return "\n".join(lines)
 

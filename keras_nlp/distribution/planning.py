@@ -4,7 +4,8 @@ The one path from a backbone class and a config to a `LayoutPlan`, used
 by `Backbone.plan_layout`, `Backbone.get_layout_map` and the layout map
 when it binds to the backbone being built. Nothing is allocated: the
 variables come from an abstract build (see `abstract_build`), and so do
-the layer outputs whose layouts the plan pins (see `activations`).
+the layer outputs whose layouts the plan pins (see `activations`) and
+the key/value caches of cached decoding (see `kv_cache`).
 """
 
 import dataclasses
@@ -14,6 +15,8 @@ import keras
 
 from keras_nlp.distribution.activations import plan_activations
 from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
+from keras_nlp.distribution.kv_cache import AttentionCache
+from keras_nlp.distribution.kv_cache import plan_kv_caches
 from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import normalize_rules
@@ -123,4 +126,16 @@ def plan_backbone_layout(
         model_axes=(model_axis,),
         batch_axes=tuple(a for a in (data_axis, fsdp_axis) if a),
     )
-    return dataclasses.replace(plan, activations=activations)
+    kv_caches = plan_kv_caches(
+        [
+            layer
+            for layer in backbone_layers(backbone_cls, config)
+            if isinstance(layer, AttentionCache)
+        ],
+        plan.weights,
+        model_axes=(model_axis,),
+        batch_axes=tuple(a for a in (data_axis, fsdp_axis) if a),
+    )
+    return dataclasses.replace(
+        plan, activations=activations, kv_caches=kv_caches
+    )

@@ -7,6 +7,7 @@ import keras
 
 from keras_nlp.distribution.activations import describe_layers
 from keras_nlp.distribution.dims import declared_dims
+from keras_nlp.distribution.kv_cache import describe_caches
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,8 +48,10 @@ def abstract_build(build_model):
 
     Returns:
         `(variables, layers)`: a tuple of `VariableInfo` in the model's
-        `weights` order, and the `LayerOutput`s whose activations a plan
-        may lay out (see `keras_nlp.distribution.activations`).
+        `weights` order, and what else a plan may lay out: the
+        `LayerOutput`s of its activations (see
+        `keras_nlp.distribution.activations`), then the `AttentionCache`s
+        of its key/value caches (see `keras_nlp.distribution.kv_cache`).
     """
     found = []
     layers = []
@@ -67,6 +70,7 @@ def abstract_build(build_model):
             for variable in model.weights
         )
         layers.extend(describe_layers(model))
+        layers.extend(describe_caches(model))
 
     if keras.backend.backend() == "jax":
         import jax

@@ -178,6 +178,11 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             `(outputs, updated_cache)` and `key_len` is `max_len`.
         cache_update_index: int or scalar tensor, the position of the first
             input token; where its keys and values are written.
+        positions: optional int `(batch, seq)` positions of the tokens for
+            the rotary embedding, when they differ from their indices in
+            the sequence (left-padded prompts count from their first real
+            token). Sliding windows and ALiBi use index distances, which
+            padding on the left shifts alike for queries and keys.
         training: bool. Enables dropout.
 
     Returns:
@@ -408,6 +413,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         cache_update_index=None,
         training=None,
         key_value_inputs=None,
+        positions=None,
     ):
         if key_value_inputs is not None and (
             cache is not None or self.rotary_embedding is not None
@@ -438,8 +444,12 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             query = self.query_norm(query)
             key = self.key_norm(key)
         if self.rotary_embedding is not None:
-            query = self.rotary_embedding(query, start_index=start_index)
-            key = self.rotary_embedding(key, start_index=start_index)
+            query = self.rotary_embedding(
+                query, start_index=start_index, positions=positions
+            )
+            key = self.rotary_embedding(
+                key, start_index=start_index, positions=positions
+            )
         if cache is not None:
             start = [0, start_index, 0, 0]
             key = ops.slice_update(cache[:, 0], start, key)

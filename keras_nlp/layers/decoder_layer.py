@@ -101,6 +101,8 @@ class DecoderLayer(keras.layers.Layer):
             then the call returns `(outputs, updated_cache)`.
         cache_update_index: int or scalar tensor, position of the first
             input token in the cache.
+        positions: optional int `(batch, seq)` token positions for the
+            rotary embedding (see `CachedGroupedQueryAttention`).
         training: bool. Enables dropout.
 
     Example:
@@ -281,6 +283,7 @@ class DecoderLayer(keras.layers.Layer):
         cache=None,
         cache_update_index=None,
         training=None,
+        positions=None,
     ):
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         key_length = length if cache is None else ops.shape(cache)[2]
@@ -296,6 +299,8 @@ class DecoderLayer(keras.layers.Layer):
             attention_kwargs = dict(
                 cache=cache, cache_update_index=cache_update_index
             )
+        if positions is not None:
+            attention_kwargs["positions"] = positions
         pre_norm = self.normalize_first
         normed = self.attention_norm(inputs) if pre_norm else inputs
         attended = self.attention(

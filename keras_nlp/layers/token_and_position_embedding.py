@@ -124,6 +124,9 @@ class PositionEmbedding(keras.layers.Layer):
         inputs: `(batch, seq, hidden)`, e.g. token embeddings.
         start_index: int or scalar tensor, position of the first token
             (non-zero when decoding into a cache).
+        positions: optional int `(batch, seq)` positions, one row of the
+            table per token (left-padded prompts count from their first
+            real token); overrides `start_index`.
 
     Returns:
         `(batch, seq, hidden)` position embeddings in the compute dtype.
@@ -163,8 +166,13 @@ class PositionEmbedding(keras.layers.Layer):
             initializer=self.initializer,
         )
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
         shape = ops.shape(inputs)
+        if positions is not None:
+            table = ops.cast(self.embeddings, self.compute_dtype)
+            # Padding counts below 0; its rows are never attended to.
+            rows = ops.maximum(ops.cast(positions, "int32"), 0)
+            return ops.take(table, rows, axis=0)
         rows = ops.slice(
             ops.cast(self.embeddings, self.compute_dtype),
             (start_index, 0),
@@ -208,6 +216,8 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
     Call arguments:
         inputs: int `(batch, seq)` token ids.
         start_index: int or scalar tensor, position of the first token.
+        positions: optional int `(batch, seq)` positions (see
+            `PositionEmbedding`); overrides `start_index`.
 
     Returns:
         `(batch, seq, embedding_dim)`.
@@ -269,9 +279,11 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         self.token_embedding.build(input_shape)
         self.position_embedding.build((*input_shape, self.embedding_dim))
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
         tokens = self.token_embedding(inputs)
-        return tokens + self.position_embedding(tokens, start_index=start_index)
+        return tokens + self.position_embedding(
+            tokens, start_index=start_index, positions=positions
+        )
 
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.embedding_dim)

@@ -5,28 +5,46 @@ from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bart.bart_backbone import BartBackbone
 from keras_nlp.models.bert.bert_backbone import BertBackbone
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
+from keras_nlp.models.bloom.bloom_causal_lm import BloomCausalLM
+from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.deberta_v3.deberta_v3_backbone import DebertaV3Backbone
 from keras_nlp.models.distil_bert.distil_bert_backbone import DistilBertBackbone
 from keras_nlp.models.electra.electra_backbone import ElectraBackbone
 from keras_nlp.models.f_net.f_net_backbone import FNetBackbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
+from keras_nlp.models.falcon.falcon_causal_lm import FalconCausalLM
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
+from keras_nlp.models.gemma.gemma_causal_lm import GemmaCausalLM
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
+from keras_nlp.models.gemma3.gemma3_causal_lm import Gemma3CausalLM
 from keras_nlp.models.gemma3.gemma3_vision_encoder import Gemma3VisionEncoder
 from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
+from keras_nlp.models.gpt2.gpt2_causal_lm import GPT2CausalLM
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
+from keras_nlp.models.gpt_neo_x.gpt_neo_x_causal_lm import GPTNeoXCausalLM
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
+from keras_nlp.models.gpt_oss.gpt_oss_causal_lm import GptOssCausalLM
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
+from keras_nlp.models.llama.llama_causal_lm import LlamaCausalLM
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
+from keras_nlp.models.llama3.llama3_causal_lm import Llama3CausalLM
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
+from keras_nlp.models.mistral.mistral_causal_lm import MistralCausalLM
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
+from keras_nlp.models.mixtral.mixtral_causal_lm import MixtralCausalLM
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
+from keras_nlp.models.opt.opt_causal_lm import OPTCausalLM
 from keras_nlp.models.pali_gemma.pali_gemma_backbone import PaliGemmaBackbone
 from keras_nlp.models.phi3.phi3_backbone import Phi3Backbone
+from keras_nlp.models.phi3.phi3_causal_lm import Phi3CausalLM
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
+from keras_nlp.models.qwen.qwen_causal_lm import QwenCausalLM
 from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
+from keras_nlp.models.qwen3.qwen3_causal_lm import Qwen3CausalLM
 from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
+from keras_nlp.models.qwen3_moe.qwen3_moe_causal_lm import Qwen3MoeCausalLM
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
+from keras_nlp.models.qwen_moe.qwen_moe_causal_lm import QwenMoeCausalLM
 from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
 from keras_nlp.models.t5.t5_backbone import T5Backbone
 from keras_nlp.models.whisper.whisper_backbone import WhisperBackbone
@@ -39,28 +57,46 @@ __all__ = [
     "BartBackbone",
     "BertBackbone",
     "BloomBackbone",
+    "BloomCausalLM",
+    "CausalLM",
     "DebertaV3Backbone",
     "DistilBertBackbone",
     "ElectraBackbone",
     "FNetBackbone",
     "FalconBackbone",
+    "FalconCausalLM",
     "GPT2Backbone",
+    "GPT2CausalLM",
     "GPTNeoXBackbone",
+    "GPTNeoXCausalLM",
     "Gemma3Backbone",
+    "Gemma3CausalLM",
     "Gemma3VisionEncoder",
     "GemmaBackbone",
+    "GemmaCausalLM",
     "GptOssBackbone",
+    "GptOssCausalLM",
     "Llama3Backbone",
+    "Llama3CausalLM",
     "LlamaBackbone",
+    "LlamaCausalLM",
     "MistralBackbone",
+    "MistralCausalLM",
     "MixtralBackbone",
+    "MixtralCausalLM",
     "OPTBackbone",
+    "OPTCausalLM",
     "PaliGemmaBackbone",
     "Phi3Backbone",
+    "Phi3CausalLM",
     "Qwen3Backbone",
+    "Qwen3CausalLM",
     "Qwen3MoeBackbone",
+    "Qwen3MoeCausalLM",
     "QwenBackbone",
+    "QwenCausalLM",
     "QwenMoeBackbone",
+    "QwenMoeCausalLM",
     "RobertaBackbone",
     "T5Backbone",
     "WhisperBackbone",

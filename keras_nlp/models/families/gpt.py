@@ -245,13 +245,15 @@ def build_gpt_style(
             dropout, dtype=dtype, name="embeddings_dropout"
         )
 
-    def embed(token_ids):
+    def embed(token_ids, positions=None):
+        # Cached decoding passes each token's position (left padding).
+        at = {} if positions is None else {"positions": positions}
         if embeddings is not None or embeddings_layer:
-            x = backbone.embeddings(token_ids)
+            x = backbone.embeddings(token_ids, **at)
         else:
             x = backbone.token_embedding(token_ids)
             if learned_positions:
-                x = x + backbone.position_embedding(x)
+                x = x + backbone.position_embedding(x, **at)
         if embeddings_dropout:
             x = backbone.embeddings_dropout(x)
         return x

@@ -132,6 +132,8 @@ class GemmaDecoderBlock(keras.layers.Layer):
             then the call returns `(outputs, updated_cache)`.
         cache_update_index: int or scalar tensor, position of the first
             input token in the cache.
+        positions: optional int `(batch, seq)` token positions for the
+            rotary embedding (see `CachedGroupedQueryAttention`).
         training: bool. Enables dropout.
         attention_mask: Optional boolean `(batch, seq, key_len)` mask of
             allowed query/key pairs, used instead of the causal (or
@@ -257,6 +259,7 @@ class GemmaDecoderBlock(keras.layers.Layer):
         cache_update_index=None,
         training=None,
         attention_mask=None,
+        positions=None,
     ):
         mask = attention_mask
         if mask is None:
@@ -268,6 +271,8 @@ class GemmaDecoderBlock(keras.layers.Layer):
             cache_kwargs = dict(
                 cache=cache, cache_update_index=cache_update_index
             )
+        if positions is not None:
+            cache_kwargs["positions"] = positions
         x = self.attention(
             self.pre_attention_norm(inputs),
             attention_mask=mask,

@@ -9,6 +9,7 @@ from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.vit_encoder import vision_transformer_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import DecoderStack
 from keras_nlp.models.functional import init_functional
 from keras_nlp.models.gemma.gemma_backbone import build_gemma_stack
 from keras_nlp.models.gemma.gemma_backbone import gemma_layout_rules
@@ -474,6 +475,8 @@ class Gemma3Backbone(Backbone):
                 "token_ids": keras.Input(name="token_ids", **int_input),
                 "padding_mask": keras.Input(name="padding_mask", **int_input),
             }
+            # Cached decoding runs the text stack (prompts without images).
+            backbone.decoder_stack = DecoderStack(embed, blocks, final_norm)
             x = embed(inputs["token_ids"])
             if vision_encoder is not None:
                 inputs["images"] = keras.Input(

@@ -34,6 +34,8 @@ class OPTProjectedEmbedding(TokenAndPositionEmbedding):
     Call arguments:
         inputs: int `(batch, seq)` token ids.
         start_index: int or scalar tensor, position of the first token.
+        positions: optional int `(batch, seq)` positions (see
+            `PositionEmbedding`); overrides `start_index`.
 
     Returns:
         `(batch, seq, hidden_dim)`.
@@ -82,9 +84,11 @@ class OPTProjectedEmbedding(TokenAndPositionEmbedding):
         self.project_in.build((*input_shape, self.embedding_dim))
         self.position_embedding.build((*input_shape, self.hidden_dim))
 
-    def call(self, inputs, start_index=0):
+    def call(self, inputs, start_index=0, positions=None):
         tokens = self.project_in(self.token_embedding(inputs))
-        return tokens + self.position_embedding(tokens, start_index=start_index)
+        return tokens + self.position_embedding(
+            tokens, start_index=start_index, positions=positions
+        )
 
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.hidden_dim)

@@ -1,0 +1,39 @@
+"""Falcon's causal LM."""
+
+import keras
+
+from keras_nlp.models.causal_lm import CausalLM
+from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp")
+class FalconCausalLM(CausalLM):
+    """A `FalconBackbone` and its head: next-token logits and `generate`.
+
+    The head is the tied token embedding. Everything else (`fit`,
+    `generate`, presets, sharding) is `keras_nlp.models.CausalLM`'s.
+
+    Args:
+        backbone: a `FalconBackbone`.
+        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        **kwargs: forwarded to `keras.Model`.
+
+    Example:
+
+    ```python
+    import keras_nlp
+
+    # From a preset directory (ours, keras-hub's or a Hugging Face
+    # checkpoint, with its tokenizer):
+    # causal_lm = keras_nlp.models.FalconCausalLM.from_preset("./model_dir")
+    # causal_lm.generate("The capital of France is", max_new_tokens=8)
+    backbone = keras_nlp.models.FalconBackbone(
+        vocabulary_size=96, num_layers=2, hidden_dim=32,
+        num_attention_heads=4, intermediate_dim=64,
+    )
+    causal_lm = keras_nlp.models.FalconCausalLM(backbone)
+    causal_lm.generate([[1, 2, 3]], max_new_tokens=4)["token_ids"]
+    ```
+    """
+
+    backbone_cls = FalconBackbone

@@ -1,0 +1,41 @@
+"""Qwen 3 MoE's causal LM."""
+
+import keras
+
+from keras_nlp.models.causal_lm import CausalLM
+from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
+
+
+@keras.saving.register_keras_serializable(package="keras_nlp")
+class Qwen3MoeCausalLM(CausalLM):
+    """A `Qwen3MoeBackbone` and its head: next-token logits and `generate`.
+
+    The head is the untied output embedding, or the tied table. Everything
+    else (`fit`, `generate`, presets, sharding) is
+    `keras_nlp.models.CausalLM`'s.
+
+    Args:
+        backbone: a `Qwen3MoeBackbone`.
+        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        **kwargs: forwarded to `keras.Model`.
+
+    Example:
+
+    ```python
+    import keras_nlp
+
+    # From a preset directory (ours, keras-hub's or a Hugging Face
+    # checkpoint, with its tokenizer):
+    # causal_lm = keras_nlp.models.Qwen3MoeCausalLM.from_preset("./model_dir")
+    # causal_lm.generate("The capital of France is", max_new_tokens=8)
+    backbone = keras_nlp.models.Qwen3MoeBackbone(
+        vocabulary_size=96, num_layers=2, hidden_dim=32, num_query_heads=4,
+        num_key_value_heads=2, head_dim=16, intermediate_dim=48,
+        moe_intermediate_dim=16, num_experts=4, top_k=2,
+    )
+    causal_lm = keras_nlp.models.Qwen3MoeCausalLM(backbone)
+    causal_lm.generate([[1, 2, 3]], max_new_tokens=4)["token_ids"]
+    ```
+    """
+
+    backbone_cls = Qwen3MoeBackbone
