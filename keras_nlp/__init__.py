@@ -8,7 +8,14 @@ import importlib
 
 from keras_nlp.version import __version__
 
-_SUBMODULES = ("distribution", "layers", "models", "multihost", "saving")
+_SUBMODULES = (
+    "distribution",
+    "layers",
+    "models",
+    "multihost",
+    "saving",
+    "tokenizers",
+)
 
 
 def __getattr__(name):
@@ -29,5 +36,6 @@ __all__ = [
     "models",
     "multihost",
     "saving",
+    "tokenizers",
     "__version__",
 ]

@@ -38,8 +38,11 @@ class AttentionCache:
 
     Attributes:
         path: the cache's name, `<attention layer path>/cache`.
-        key_kernel: the path of the attention's key kernel.
-        kernel_letters: the key kernel's einsum letters (`"dkh"`).
+        key_kernel: the path of the kernel the cache follows (the key
+            projection's, or a fused query/key/value kernel's).
+        kernel_letters: the key kernel's dimensions as letters: `k` its
+            kv heads, `h` its head_dim (when the cache follows it), `.`
+            any other (`"dkh"`, `".k."`).
         kv_heads: number of key/value heads.
         head_dim: size of each head.
     """
@@ -97,20 +100,25 @@ def describe_caches(model):
         return ()
     found = []
     for block in stack.blocks:
-        attention = getattr(block, "attention", None)
-        key_dense = getattr(attention, "key_dense", None)
-        kernel = getattr(key_dense, "_kernel", None)
+        attention = block.attention
+        dense, heads_letter, head_dim_letter = attention.cache_kernel()
+        kernel = getattr(dense, "_kernel", None)
         if kernel is None or attention.path is None:
             continue
-        _, rest = key_dense.equation.split(",")
-        kernel_letters = rest.split("->")[0]
+        _, rest = dense.equation.split(",")
+        # Only the heads (and head_dim) letters are followed.
+        kernel_letters = "".join(
+            {heads_letter: "k", head_dim_letter: "h"}.get(letter, ".")
+            for letter in rest.split("->")[0]
+        )
+        shape = attention.cache_shape(1, 1)
         found.append(
             AttentionCache(
                 path=f"{attention.path}/cache",
                 key_kernel=kernel.path,
                 kernel_letters=kernel_letters,
-                kv_heads=attention.num_key_value_heads,
-                head_dim=attention._head_dim,
+                kv_heads=shape[3],
+                head_dim=shape[4],
             )
         )
     return tuple(found)

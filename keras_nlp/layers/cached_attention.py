@@ -374,6 +374,21 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             rate=self.dropout, dtype=self.dtype_policy, name="dropout"
         )
 
+    def cache_shape(self, batch_size, max_length):
+        """The shape of this layer's key/value cache (built layers only)."""
+        return (
+            batch_size,
+            2,
+            max_length,
+            self.num_key_value_heads,
+            self._head_dim,
+        )
+
+    def cache_kernel(self):
+        """`(layer, kv_heads letter, head_dim letter)` whose kernel's layout
+        the key/value cache follows: the key projection's."""
+        return self.key_dense, "k", "h"
+
     def _position_mask_and_bias(self, query_length, key_length, start_index):
         """Sliding-window mask `(1, q, k)` and ALiBi bias `(1, N, q, k)`."""
         if self.sliding_window_size is None and not self.use_alibi:

@@ -207,19 +207,10 @@ class CausalLM(keras.Model):
 
     def cache_shapes(self, batch_size, max_length):
         """The shape of each block's cache for a batch and a length."""
-        shapes = []
-        for block in self.backbone.decoder_stack.blocks:
-            attention = block.attention
-            shapes.append(
-                (
-                    batch_size,
-                    2,
-                    max_length,
-                    attention.num_key_value_heads,
-                    attention._head_dim,
-                )
-            )
-        return shapes
+        return [
+            block.attention.cache_shape(batch_size, max_length)
+            for block in self.backbone.decoder_stack.blocks
+        ]
 
     def init_cache(self, batch_size, max_length):
         """Zero key/value caches, laid out as the plan says.

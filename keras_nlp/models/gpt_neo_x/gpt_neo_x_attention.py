@@ -80,6 +80,13 @@ class GPTNeoXAttention(keras.layers.Layer):
             position) gets the plain average of the values, as from
             `keras.ops.dot_product_attention`; no real token reads it.
         training: bool. Enables dropout.
+        cache: optional `(batch, 2, max_len, num_heads, head_dim)` keys and
+            values of earlier steps; then the call returns `(outputs,
+            updated_cache)`.
+        cache_update_index: int or scalar tensor, the position of the first
+            input token in the cache.
+        positions: optional int `(batch, seq)` token positions for the
+            rotary embedding (left-padded prompts).
     """
 
     def __init__(
@@ -149,20 +156,50 @@ class GPTNeoXAttention(keras.layers.Layer):
             rate=self.dropout, dtype=self.dtype_policy, name="dropout"
         )
 
-    def _rotate(self, x):
+    @property
+    def num_key_value_heads(self):
+        """Every head has its own keys and values (the cache's heads)."""
+        return self.num_heads
+
+    def cache_shape(self, batch_size, max_length):
+        """The shape of this layer's key/value cache (built layers only)."""
+        return (batch_size, 2, max_length, self.num_heads, self.head_dim)
+
+    def cache_kernel(self):
+        """`(layer, kv_heads letter, head_dim letter)` whose kernel's layout
+        the key/value cache follows: the fused kernel's heads (its last
+        axis holds query, key and value, so head_dim is not followed)."""
+        return self.query_key_value_dense, "n", None
+
+    def _rotate(self, x, start_index, positions):
         """Applies RoPE to the first `rotary_dim` features of each head."""
         if self.rotary_dim == 0:
             return x
+        at = dict(start_index=start_index, positions=positions)
         if self.rotary_dim == self.head_dim:
-            return self.rotary_embedding(x)
-        rotated = self.rotary_embedding(x[..., : self.rotary_dim])
+            return self.rotary_embedding(x, **at)
+        rotated = self.rotary_embedding(x[..., : self.rotary_dim], **at)
         return ops.concatenate([rotated, x[..., self.rotary_dim :]], axis=-1)
 
-    def call(self, inputs, attention_mask=None, training=None):
+    def call(
+        self,
+        inputs,
+        attention_mask=None,
+        training=None,
+        cache=None,
+        cache_update_index=None,
+        positions=None,
+    ):
         fused = self.query_key_value_dense(inputs)
         query, key, value = ops.split(fused, 3, axis=-1)
-        query = self._rotate(query)
-        key = self._rotate(key)
+        start_index = 0 if cache_update_index is None else cache_update_index
+        query = self._rotate(query, start_index, positions)
+        key = self._rotate(key, start_index, positions)
+        if cache is not None:
+            start = [0, start_index, 0, 0]
+            key = ops.slice_update(cache[:, 0], start, key)
+            value = ops.slice_update(cache[:, 1], start, value)
+            cache = ops.stack((key, value), axis=1)
 
         mask = None
         if attention_mask is not None:
@@ -180,7 +217,10 @@ class GPTNeoXAttention(keras.layers.Layer):
         )
         batch, seq = ops.shape(outputs)[0], ops.shape(outputs)[1]
         outputs = ops.reshape(outputs, (batch, seq, self.hidden_dim))
-        return self.output_dense(outputs)
+        outputs = self.output_dense(outputs)
+        if cache is not None:
+            return outputs, cache
+        return outputs
 
     def compute_output_shape(self, input_shape):
         return input_shape
