@@ -27,6 +27,7 @@ DOCUMENTED = {
 # seconds of op-by-op compiling each): these run one per kind of inputs and
 # stack; every other example is compiled and checked to use its class.
 RUN_BACKBONES = {
+    "CausalLM",
     "BertBackbone",
     "DebertaV3Backbone",
     "FNetBackbone",

@@ -35,6 +35,7 @@ from keras_nlp.models.mixtral.mixtral_causal_lm import MixtralCausalLM
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
 from keras_nlp.models.opt.opt_causal_lm import OPTCausalLM
 from keras_nlp.models.pali_gemma.pali_gemma_backbone import PaliGemmaBackbone
+from keras_nlp.models.pali_gemma.pali_gemma_causal_lm import PaliGemmaCausalLM
 from keras_nlp.models.phi3.phi3_backbone import Phi3Backbone
 from keras_nlp.models.phi3.phi3_causal_lm import Phi3CausalLM
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
@@ -87,6 +88,7 @@ __all__ = [
     "OPTBackbone",
     "OPTCausalLM",
     "PaliGemmaBackbone",
+    "PaliGemmaCausalLM",
     "Phi3Backbone",
     "Phi3CausalLM",
     "Qwen3Backbone",

@@ -171,28 +171,85 @@ class CausalLM(keras.Model):
         return self.logits(hidden), hidden, cache
 
     def _decode(self, token_ids, caches, index, padding_mask, positions):
+        """`(final hidden states, caches)` of tokens run with the caches.
+
+        What `call_with_cache` and every generation step run; arguments as
+        `call_with_cache`'s. A subclass whose cache holds more than the
+        text (PaliGemma's image tokens) overrides it.
+        """
+        with batch_size_scope(token_ids.shape[0]):
+            x = self.backbone.decoder_stack.embed(
+                token_ids, positions=positions
+            )
+        return self._run_blocks(
+            x,
+            caches,
+            index,
+            lambda number: {
+                "padding_mask": padding_mask,
+                "positions": positions,
+            },
+        )
+
+    def _run_blocks(self, x, caches, index, block_arguments):
+        """Runs hidden states `x` through the blocks, reading and writing
+        the caches from slot `index` on, then the final norm.
+
+        Hook for subclasses that embed their own inputs (`_prefill`,
+        `_decode`): the residual stream and each cache are pinned to their
+        planned layouts. `block_arguments(number)` gives the further keyword
+        arguments of block `number` (`padding_mask` and `positions`, or an
+        `attention_mask`).
+
+        Returns:
+            `(final hidden states, updated caches)`.
+        """
         stack = self.backbone.decoder_stack
-        specs = planned_cache_specs(self._cache_plans(), token_ids.shape[0])
+        batch_size = x.shape[0]
+        specs = planned_cache_specs(self._cache_plans(), batch_size)
         # A block given a cache returns (outputs, cache); pin both here.
         blocks = [f"{block.path}/output" for block in stack.blocks]
-        with batch_size_scope(token_ids.shape[0]), unpinned_outputs(blocks):
-            x = stack.embed(token_ids, positions=positions)
+        with batch_size_scope(batch_size), unpinned_outputs(blocks):
             updated = []
             for number, (block, cache) in enumerate(
                 zip(stack.blocks, caches, strict=True)
             ):
                 x, cache = block(
                     x,
-                    padding_mask=padding_mask,
                     cache=cache,
                     cache_update_index=index,
-                    positions=positions,
+                    **block_arguments(number),
                 )
                 x = constrain(x, RESIDUAL_STREAM)
                 if specs:
                     cache = constrain(cache, specs[number])
                 updated.append(cache)
             return stack.final_norm(x), updated
+
+    def _prefill(self, token_ids, caches, padding_mask, positions, inputs):
+        """Runs the left-padded prompts into empty caches: the first step
+        of `generate`.
+
+        Hook for subclasses whose prompts carry more than token ids (see
+        `_generation_inputs`); by default the prompts are decoded from
+        cache slot 0 like any other tokens.
+
+        Args:
+            token_ids: int `(batch, prompt_length)`, the left-padded prompts.
+            caches: the empty caches (`init_cache`).
+            padding_mask: int `(batch, total)` over the text slots: 0 on the
+                left padding, 1 on the prompts and every slot after them.
+            positions: int `(batch, prompt_length)` token positions,
+                counted from each row's first real token (negative on its
+                padding).
+            inputs: dict of the extra arrays of `_generation_inputs`.
+
+        Returns:
+            `(hidden, caches)`: final hidden states whose last position is
+            the last prompt token's, and the updated caches.
+        """
+        del inputs
+        return self._decode(token_ids, caches, 0, padding_mask, positions)
 
     # === Key/value caches ===
 
@@ -311,6 +368,12 @@ class CausalLM(keras.Model):
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
 
+        extras = {
+            name: shard_batch(array)
+            for name, array in self._generation_inputs(
+                inputs, batch_size
+            ).items()
+        }
         function = self._generate_function(sampler, stop_ids, pad_id)
         caches = self.init_cache(batch_size, total)
         arrays = [
@@ -318,7 +381,7 @@ class CausalLM(keras.Model):
             for array in (token_ids, prompt_mask, slot_limits)
         ]
         tokens, mask, caches = function(
-            *arrays, caches, np.asarray(seed, "int32")
+            *arrays, caches, np.asarray(seed, "int32"), extras
         )
         plans = self._cache_plans()
         if plans:
@@ -353,7 +416,7 @@ class CausalLM(keras.Model):
         if key in self._generate_functions:
             return self._generate_functions[key]
 
-        def loop(token_ids, prompt_mask, slot_limits, caches, seed):
+        def loop(token_ids, prompt_mask, slot_limits, caches, seed, extras):
             self.generate_traces += 1
             return self._generation_loop(
                 token_ids,
@@ -364,6 +427,7 @@ class CausalLM(keras.Model):
                 sampler=sampler,
                 stop_ids=stop_ids,
                 pad_id=pad_id,
+                extras=extras,
             )
 
         backend = keras.backend.backend()
@@ -404,12 +468,14 @@ class CausalLM(keras.Model):
         sampler,
         stop_ids,
         pad_id,
+        extras=None,
     ):
         """Prefill, then decode one token per step until every row is done.
 
         `token_ids` `(batch, total)` holds the left-padded prompts in its
         first `prompt_length` slots; slot `s` of row `b` is position
-        `s - pads[b]`.
+        `s - pads[b]`. `extras` are the arrays of `_generation_inputs`,
+        given to `_prefill`.
         """
         batch_size, total = token_ids.shape
         prompt_length = prompt_mask.shape[1]
@@ -437,8 +503,12 @@ class CausalLM(keras.Model):
         positions = (
             ops.arange(prompt_length, dtype="int32")[None, :] - pads[:, None]
         )
-        hidden, caches = self._decode(
-            token_ids[:, :prompt_length], caches, 0, cache_mask, positions
+        hidden, caches = self._prefill(
+            token_ids[:, :prompt_length],
+            caches,
+            cache_mask,
+            positions,
+            extras or {},
         )
         logits = self.logits(hidden[:, -1:])[:, 0]
         token = next_tokens(logits, sampler, seed, prompt_length)
@@ -596,6 +666,18 @@ class CausalLM(keras.Model):
                 f"[0, {vocabulary})."
             )
         return ids
+
+    def _generation_inputs(self, inputs, batch_size):
+        """Arrays besides the prompts that `generate` passes to `_prefill`.
+
+        Hook for subclasses whose generation needs more than token ids
+        (PaliGemma's `images`): from `generate`'s raw `inputs`, a dict of
+        arrays whose first dimension is `batch_size`. They go through the
+        compiled loop split over the batch axes like the prompts, and a new
+        shape traces the loop anew. By default there are none.
+        """
+        del inputs, batch_size
+        return {}
 
     def _pad_id(self):
         if self.tokenizer is None:

@@ -13,6 +13,7 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.vit_encoder import VisionTransformerEncoder
 from keras_nlp.layers.vit_encoder import vision_transformer_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.decoder import DecoderStack
 from keras_nlp.models.functional import init_functional
 from keras_nlp.models.gemma.gemma_backbone import build_gemma_stack
 from keras_nlp.models.gemma.gemma_decoder_block import FEEDFORWARD_NAMES
@@ -287,6 +288,9 @@ class PaliGemmaBackbone(Backbone):
                     for name in ("token_ids", "padding_mask", "response_mask")
                 },
             }
+            # Cached decoding (`PaliGemmaCausalLM`) runs the text stack
+            # itself, after the image tokens; its caches are planned from it.
+            backbone.decoder_stack = DecoderStack(embed, blocks, final_norm)
             image_tokens = backbone.vit_encoder(inputs["images"])
             x = ops.concatenate(
                 [image_tokens, embed(inputs["token_ids"])], axis=1
