@@ -8,8 +8,6 @@ each key/value cache allocated directly in the shards its `CachePlan` gives
 a distribution, or on a backend other than JAX, arrays stay as they are.
 """
 
-import functools
-
 import keras
 import numpy as np
 
@@ -72,10 +70,9 @@ def allocate_caches(shapes, dtype, specs=None):
         sharding = jax.sharding.NamedSharding(
             mesh, jax.sharding.PartitionSpec(*spec)
         )
-        # Created by a computation with that output sharding: each device
-        # writes only its shard.
-        zeros = functools.partial(jnp.zeros, shape, dtype)
-        caches.append(jax.jit(zeros, out_shardings=sharding)())
+        # Each device creates only its shard, and nothing is compiled anew
+        # per call.
+        caches.append(jnp.zeros(shape, dtype, device=sharding))
     return caches
 
 

@@ -436,7 +436,11 @@ class CausalLM(keras.Model):
 
             def stateless(values, *args):
                 mapping = list(zip(variables, values, strict=True))
-                with keras.StatelessScope(state_mapping=mapping):
+                # The loop creates no variables: leave any that others left
+                # pending (deferred initialization) to their owners.
+                with keras.StatelessScope(
+                    state_mapping=mapping, initialize_variables=False
+                ):
                     return loop(*args)
 
             # The caches are donated: the loop updates them in place.
@@ -549,6 +553,10 @@ class CausalLM(keras.Model):
                 caches,
             ),
         )
+        # The tokens are small: whole on every device, so every process of
+        # a JAX cluster can read them.
+        token_ids = constrain(token_ids, (None, None))
+        out_mask = constrain(out_mask, (None, None))
         return token_ids, out_mask, caches
 
     # === Generation inputs ===

@@ -95,9 +95,11 @@ def reference():
     results = {}
     for name in MESH_NAMES:
         mesh_shape = tuple(int(size) for size in name.split("x"))
-        arrays, info, _ = gemma_worker.run_mesh(mesh_shape)
+        arrays, info, backbone = gemma_worker.run_mesh(mesh_shape)
         if name == "2x4":
             arrays.update(gemma_worker.fit_step(mesh_shape))
+            # The cluster generates with these weights, saved and reloaded.
+            arrays["generated"] = gemma_worker.generate_tokens(backbone)
         results[name] = (arrays, info)
     return results
 
@@ -353,3 +355,16 @@ def test_initialize_rejects_incomplete_settings(monkeypatch, env, message):
         monkeypatch.setenv(name, value)
     with pytest.raises(multihost.ClusterError, match=message):
         multihost.initialize()
+
+
+def test_every_process_generates_what_one_process_does(cluster, reference):
+    """Generation on the (1, 8) cluster mesh, prompts split over processes'
+    devices and the KV cache in shards, reads the same tokens everywhere."""
+    _, processes = cluster
+    expected = reference["2x4"][0]["generated"]
+    # Four prompts of 1 to 4 tokens, twice, each continued by 3 tokens.
+    assert expected.shape == (8, 7)
+    for index, (_, arrays) in enumerate(processes):
+        np.testing.assert_array_equal(
+            arrays["generated"], expected, err_msg=f"process {index}"
+        )

@@ -4,7 +4,7 @@ Run by `keras_nlp.multihost.launch` as every process of a local cluster:
 
     python gemma_worker.py checks OUT_DIR   forward, gradients, a training
         step and layout checks on (2, 4) and (1, 8), then a preset saved on
-        (2, 4) and loaded on (1, 8); every process writes
+        (2, 4) and loaded on (1, 8), which generates; every process writes
         OUT_DIR/process_<id>.npz with the gathered values.
     python gemma_worker.py die EXIT_CODE barrier|sleep   process 1 exits
         right after joining; the others wait in a barrier (a collective) or
@@ -27,6 +27,7 @@ import numpy as np
 from keras_nlp import multihost
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
+from keras_nlp.models import GemmaCausalLM
 
 # Gemma 2B's head layout (8 query heads, 1 key/value head), tiny.
 CONFIG = dict(
@@ -217,6 +218,13 @@ def save_and_reload(backbone, preset_dir):
     return {v.path: multihost.gather(v) for v in loaded.weights}, loaded
 
 
+def generate_tokens(backbone):
+    """Greedy continuations of left-padded prompts of mixed lengths."""
+    prompts = [[5, 6, 7], [8, 9], [10, 11, 12, 13], [3]] * 2
+    causal_lm = GemmaCausalLM(backbone)
+    return causal_lm.generate(prompts, max_new_tokens=3)["token_ids"]
+
+
 def checks(out_dir):
     info = {"process_count": multihost.process_count()}
     arrays = {}
@@ -230,6 +238,8 @@ def checks(out_dir):
     saved = {v.path: multihost.gather(v) for v in built["2x4"].weights}
     loaded, backbone = save_and_reload(built["2x4"], preset_dir)
     info["reload_problems"] = sharding_problems(backbone)
+    with distribution_for((1, 8)).scope():
+        arrays["generated"] = generate_tokens(backbone)
     info["reload_local_bytes"] = local_bytes(backbone)
     arrays.update({f"saved:{k}": v for k, v in saved.items()})
     arrays.update({f"loaded:{k}": v for k, v in loaded.items()})
