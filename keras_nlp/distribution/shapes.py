@@ -72,17 +72,21 @@ def abstract_build(build_model):
         layers.extend(describe_layers(model))
         layers.extend(describe_caches(model))
 
-    if keras.backend.backend() == "jax":
-        import jax
+    from keras.src.backend.common import global_state
 
-        jax.eval_shape(build_and_record)
-    else:
-        from keras.src.backend.common import global_state
+    key = "uninitialized_variables"
+    before = list(global_state.get_global_attribute(key, []) or [])
+    try:
+        if keras.backend.backend() == "jax":
+            import jax
 
-        key = "uninitialized_variables"
-        before = list(global_state.get_global_attribute(key, []) or [])
-        with keras.StatelessScope(initialize_variables=False):
-            build_and_record()
-        # Forget the deferred variables so nothing ever initializes them.
+            jax.eval_shape(build_and_record)
+        else:
+            with keras.StatelessScope(initialize_variables=False):
+                build_and_record()
+    finally:
+        # Variables created here are deferred when a stateless scope is
+        # active (a loader's): forget them, or the next scope to exit
+        # would allocate the whole abstract model.
         global_state.set_global_attribute(key, before)
     return tuple(found), tuple(layers)
