@@ -77,8 +77,11 @@ class CausalLM(keras.Model):
 
     Args:
         backbone: a decoder backbone of this library.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer` for text in and
-            out of `generate`.
+        preprocessor: optional, where keras-hub takes its preprocessor: a
+            `keras_nlp.tokenizers.TextPreprocessor` or `Tokenizer`, for
+            text in and out of `generate`.
+        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`, the same
+            (keyword only; give one of the two).
         **kwargs: forwarded to `keras.Model` (`name`, ...).
 
     Example:
@@ -108,7 +111,21 @@ class CausalLM(keras.Model):
         if cls.backbone_cls is not None:
             _CAUSAL_LMS.setdefault(cls.backbone_cls, cls)
 
-    def __init__(self, backbone, tokenizer=None, **kwargs):
+    def __init__(
+        self, backbone, preprocessor=None, *, tokenizer=None, **kwargs
+    ):
+        if preprocessor is not None:
+            if tokenizer is not None:
+                raise ValueError(
+                    "Pass a `preprocessor` or a `tokenizer`, not both."
+                )
+            tokenizer = getattr(preprocessor, "tokenizer", preprocessor)
+            if not hasattr(tokenizer, "encode"):
+                raise ValueError(
+                    "`preprocessor` must be a keras_nlp.tokenizers."
+                    "TextPreprocessor or Tokenizer. Received: "
+                    f"{type(preprocessor).__name__}."
+                )
         expected = self.backbone_cls or Backbone
         if not isinstance(backbone, expected):
             raise ValueError(
@@ -804,7 +821,7 @@ class CausalLM(keras.Model):
         tokenizer = None
         if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
             tokenizer = find_tokenizer(preset)
-        return task_cls(backbone, tokenizer=tokenizer)
+        return task_cls(backbone=backbone, tokenizer=tokenizer)
 
     def save_to_preset(self, preset_dir, **kwargs):
         """Saves the backbone (see `Backbone.save_to_preset`) and tokenizer.
@@ -871,3 +888,32 @@ def _unpad(token_ids, padding_mask):
             )
         prompts.append(ids[real])
     return _check_prompts(prompts)
+
+
+class PreprocessorFirstCausalLM(CausalLM):
+    """A `CausalLM` taking keras-hub's order `(preprocessor, backbone)`.
+
+    keras-hub's multimodal causal LMs (Gemma 3, PaliGemma) take their
+    preprocessor first. Their subclasses here keep that order, and also
+    accept the backbone alone as the first argument, as the others do.
+
+    Args:
+        preprocessor: optional `TextPreprocessor` or `Tokenizer` (see
+            `CausalLM`), or the backbone.
+        backbone: the backbone, unless given first.
+        tokenizer: optional `Tokenizer` (keyword only).
+        **kwargs: forwarded to `keras.Model`.
+    """
+
+    def __init__(
+        self, preprocessor=None, backbone=None, *, tokenizer=None, **kwargs
+    ):
+        if isinstance(preprocessor, Backbone) and backbone is None:
+            preprocessor, backbone = None, preprocessor
+        if backbone is None:
+            raise ValueError(
+                f"{type(self).__name__} needs a backbone: "
+                f"{type(self).__name__}(backbone) or "
+                f"{type(self).__name__}(preprocessor, backbone)."
+            )
+        super().__init__(backbone, preprocessor, tokenizer=tokenizer, **kwargs)

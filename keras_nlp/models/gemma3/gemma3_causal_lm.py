@@ -2,12 +2,12 @@
 
 import keras
 
-from keras_nlp.models.causal_lm import CausalLM
+from keras_nlp.models.causal_lm import PreprocessorFirstCausalLM
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp")
-class Gemma3CausalLM(CausalLM):
+class Gemma3CausalLM(PreprocessorFirstCausalLM):
     """A `Gemma3Backbone` and its head: next-token logits and `generate`.
 
     The head is the tied token embedding; prompts are text (a vision
@@ -15,8 +15,11 @@ class Gemma3CausalLM(CausalLM):
     presets, sharding) is `keras_nlp.models.CausalLM`'s.
 
     Args:
+        preprocessor: optional `TextPreprocessor` or `Tokenizer`, first
+            as in keras-hub (or the backbone, given alone).
         backbone: a `Gemma3Backbone`.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        tokenizer: optional `keras_nlp.tokenizers.Tokenizer` (keyword
+            only).
         **kwargs: forwarded to `keras.Model`.
 
     Example:

@@ -16,7 +16,9 @@ class GPTNeoXCausalLM(CausalLM):
 
     Args:
         backbone: a `GPTNeoXBackbone`.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        preprocessor: optional `TextPreprocessor` or `Tokenizer` (see
+            `CausalLM`).
+        tokenizer: optional `Tokenizer` (keyword only).
         **kwargs: forwarded to `keras.Model`.
 
     Example:

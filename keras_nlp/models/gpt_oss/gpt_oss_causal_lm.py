@@ -15,7 +15,9 @@ class GptOssCausalLM(CausalLM):
 
     Args:
         backbone: a `GptOssBackbone`.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        preprocessor: optional `TextPreprocessor` or `Tokenizer` (see
+            `CausalLM`).
+        tokenizer: optional `Tokenizer` (keyword only).
         **kwargs: forwarded to `keras.Model`.
 
     Example:

@@ -16,7 +16,9 @@ class Llama3CausalLM(CausalLM):
 
     Args:
         backbone: a `Llama3Backbone`.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        preprocessor: optional `TextPreprocessor` or `Tokenizer` (see
+            `CausalLM`).
+        tokenizer: optional `Tokenizer` (keyword only).
         **kwargs: forwarded to `keras.Model`.
 
     Example:

@@ -15,7 +15,9 @@ class MistralCausalLM(CausalLM):
 
     Args:
         backbone: a `MistralBackbone`.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        preprocessor: optional `TextPreprocessor` or `Tokenizer` (see
+            `CausalLM`).
+        tokenizer: optional `Tokenizer` (keyword only).
         **kwargs: forwarded to `keras.Model`.
 
     Example:

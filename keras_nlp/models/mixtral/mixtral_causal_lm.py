@@ -15,7 +15,9 @@ class MixtralCausalLM(CausalLM):
 
     Args:
         backbone: a `MixtralBackbone`.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        preprocessor: optional `TextPreprocessor` or `Tokenizer` (see
+            `CausalLM`).
+        tokenizer: optional `Tokenizer` (keyword only).
         **kwargs: forwarded to `keras.Model`.
 
     Example:

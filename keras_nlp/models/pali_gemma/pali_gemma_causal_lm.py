@@ -5,12 +5,12 @@ import numpy as np
 from keras import ops
 
 from keras_nlp.distribution.activations import batch_size_scope
-from keras_nlp.models.causal_lm import CausalLM
+from keras_nlp.models.causal_lm import PreprocessorFirstCausalLM
 from keras_nlp.models.pali_gemma.pali_gemma_backbone import PaliGemmaBackbone
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp")
-class PaliGemmaCausalLM(CausalLM):
+class PaliGemmaCausalLM(PreprocessorFirstCausalLM):
     """A `PaliGemmaBackbone` and its head: text from images and a prompt.
 
     Calling the model on `{"images", "token_ids", "padding_mask"}` (and
@@ -37,9 +37,11 @@ class PaliGemmaCausalLM(CausalLM):
     without targets learns each response token from the position before it.
 
     Args:
+        preprocessor: optional `TextPreprocessor` or `Tokenizer`, first
+            as in keras-hub (or the backbone, given alone).
         backbone: a `PaliGemmaBackbone`.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer` (to decode the
-            returned ids; prompts are token ids).
+        tokenizer: optional `keras_nlp.tokenizers.Tokenizer` (keyword
+            only).
         **kwargs: forwarded to `keras.Model`.
 
     Example:

@@ -16,7 +16,9 @@ class Qwen3MoeCausalLM(CausalLM):
 
     Args:
         backbone: a `Qwen3MoeBackbone`.
-        tokenizer: optional `keras_nlp.tokenizers.Tokenizer`.
+        preprocessor: optional `TextPreprocessor` or `Tokenizer` (see
+            `CausalLM`).
+        tokenizer: optional `Tokenizer` (keyword only).
         **kwargs: forwarded to `keras.Model`.
 
     Example:
