@@ -338,7 +338,10 @@ class CausalLM(keras.Model):
                 Defaults to the width of a `token_ids` input (keras-hub's
                 convention: its padding is filled).
             max_new_tokens: int, generate at most this many tokens per row
-                instead of `max_length`.
+                instead of `max_length`. The loop's shape then depends on
+                the longest prompt only; with `max_length`, rows fill up to
+                it, so its length follows the shortest prompt, and a batch
+                whose shortest prompt differs traces it anew.
             sampler: a sampler name (`"greedy"`, `"random"`, `"top_k"`,
                 `"top_p"`), dict or `keras_nlp.models.sampling.Sampler`;
                 defaults to the one given to `compile` (greedy).
@@ -368,7 +371,7 @@ class CausalLM(keras.Model):
             for limit, prompt in zip(limits, prompts, strict=True)
         ]
         total = prompt_length + max(new_tokens)
-        self._check_positions(total)
+        self._check_positions(max(limits))
         token_ids = np.full((batch_size, total), pad_id, "int32")
         prompt_mask = np.zeros((batch_size, prompt_length), "int32")
         # The slot after which each row is done.
@@ -475,7 +478,10 @@ class CausalLM(keras.Model):
                 "`generate` runs on the JAX and TensorFlow backends; the "
                 f"active backend is {backend!r}."
             )
-        self._generate_functions = {key: function}
+        # A few settings stay compiled (greedy and a sampler, say).
+        if len(self._generate_functions) >= 8:
+            self._generate_functions.pop(next(iter(self._generate_functions)))
+        self._generate_functions[key] = function
         return function
 
     def _generation_loop(
@@ -551,7 +557,9 @@ class CausalLM(keras.Model):
                 caches,
                 slot - 1,
                 cache_mask,
-                (slot - 1 - pads)[:, None],
+                # A finished row decodes on, unread; its positions stay in
+                # range (a table of learned positions has no more rows).
+                ops.minimum(slot - 1, slot_limits - 1)[:, None] - pads[:, None],
             )
             token = next_tokens(self.logits(hidden)[:, 0], sampler, seed, slot)
             token_ids, out_mask, done = write(
@@ -641,7 +649,7 @@ class CausalLM(keras.Model):
                 )
         longest = max(len(p) for p in prompts)
         if max_new_tokens is not None:
-            return [longest + max_new_tokens for _ in prompts]
+            return [len(prompt) + max_new_tokens for prompt in prompts]
         if max_length is None:
             max_length = width
         if max_length is None:
@@ -659,6 +667,9 @@ class CausalLM(keras.Model):
         return [max_length for _ in prompts]
 
     def _check_positions(self, total):
+        """Refuses rows longer than a table of learned positions."""
+        if not self.backbone.decoder_stack.embed_takes_positions:
+            return
         limit = getattr(self.backbone, "max_sequence_length", None)
         if isinstance(limit, int) and total > limit:
             raise ValueError(
@@ -767,6 +778,9 @@ class CausalLM(keras.Model):
             weight = mask[:, 1:] * mask[:, :-1]
         if sample_weight is not None:
             weight = weight * ops.cast(sample_weight, "float32")[:, None]
+        # Keras averages over every position: rescaled, the loss is the
+        # mean over the real ones, whatever the padding.
+        weight = weight / ops.maximum(ops.mean(weight), 1e-9)
         return token_ids[:, 1:], y_pred[:, :-1], weight
 
     def compute_loss(

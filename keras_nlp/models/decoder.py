@@ -30,6 +30,10 @@ class DecoderStack:
         blocks: the decoder blocks, each taking `padding_mask`, `cache`,
             `cache_update_index` and `positions`.
         final_norm: callable applied to the last block's output.
+
+    Attributes:
+        embed_takes_positions: whether `embed` reads positions (a table
+            of learned positions).
     """
 
     def __init__(self, embed, blocks, final_norm):
@@ -37,13 +41,13 @@ class DecoderStack:
         self.final_norm = final_norm
         self._embed = embed
         call = embed.call if isinstance(embed, keras.layers.Layer) else embed
-        self._embed_takes_positions = (
+        self.embed_takes_positions = (
             "positions" in inspect.signature(call).parameters
         )
 
     def embed(self, token_ids, positions=None):
         """The first hidden states of `token_ids` at `positions`."""
-        if positions is None or not self._embed_takes_positions:
+        if positions is None or not self.embed_takes_positions:
             # Rotary and ALiBi models take positions in the attention.
             return self._embed(token_ids)
         return self._embed(token_ids, positions=positions)

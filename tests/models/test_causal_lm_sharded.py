@@ -1,0 +1,311 @@
+"""`CausalLM` under `ModelParallel` on the 8 fake devices: sharded
+generation equals unsharded, key/value caches sit where the plan puts them,
+LoRA fine-tuning keeps the layouts and its preset loads on another mesh.
+
+Each sharded `generate` compiles its loop for 8 devices (several seconds
+on 2 cores), so few families generate sharded; the cache layouts of every
+decoder family are checked by allocation alone (`init_cache`), on
+backbones built abstractly.
+"""
+
+import functools
+import re
+
+import keras
+import numpy as np
+import pytest
+
+from keras_nlp.distribution.generation import planned_cache_specs
+from keras_nlp.distribution.rules import entry_axes
+from keras_nlp.models import GemmaBackbone
+from keras_nlp.models import GPTNeoXBackbone
+from keras_nlp.models import LlamaBackbone
+from keras_nlp.models import LlamaCausalLM
+from keras_nlp.models import MixtralBackbone
+from keras_nlp.models.causal_lm import causal_lm_class
+from keras_nlp.tokenizers import Tokenizer
+from tests.models.backbone_checks import make_mesh
+from tests.models.backbone_checks import spec_of
+from tests.models.causal_lm_checks import generated
+from tests.models.causal_lm_checks import sensitive
+from tests.models.test_conformance import BUILD_MESHES
+from tests.models.tiny_configs import TINY_CONFIGS
+from tests.models.tiny_configs import tiny
+from tests.tokenizers import tiny_tokenizers
+
+pytestmark = pytest.mark.multi_device
+
+GENERATION_MESHES = [(1, 8), (2, 4)]
+# Four rows of mixed lengths, left-padded in the batch.
+PROMPTS = [[11, 12, 13, 14, 15], [21, 22, 23], [31], [41, 42, 43, 44]]
+MAX_LENGTH = 9
+_DIMS = dict(vocabulary_size=96, num_layers=1)
+# Backbone class, config and, per mesh, the layout of the batch of 4's
+# caches: (batch, keys and values, sequence, kv heads, head_dim).
+SHARDED_FAMILIES = {
+    # One key/value head: whole on 'model', every device keeps all.
+    "gemma_one_kv_head": (
+        GemmaBackbone,
+        dict(
+            _DIMS,
+            hidden_dim=32,
+            num_query_heads=4,
+            num_key_value_heads=1,
+            head_dim=8,
+            intermediate_dim=64,
+        ),
+        {
+            (1, 8): (None, None, None, None, None),
+            (2, 4): ("batch", None, None, None, None),
+        },
+    ),
+    # 16:8 grouped queries: 8 key/value heads on 'model' (4 or 8 ways).
+    "llama_gqa": (
+        LlamaBackbone,
+        dict(
+            _DIMS,
+            hidden_dim=64,
+            num_query_heads=16,
+            num_key_value_heads=8,
+            intermediate_dim=64,
+        ),
+        {
+            (1, 8): (None, None, None, "model", None),
+            (2, 4): ("batch", None, None, "model", None),
+        },
+    ),
+    # One fused query/key/value kernel of 4 heads: on 'model' of 4, whole
+    # on 'model' of 8.
+    "gpt_neox_fused_qkv": (
+        GPTNeoXBackbone,
+        dict(_DIMS, hidden_dim=32, num_heads=4, intermediate_dim=64),
+        {
+            (1, 8): (None, None, None, None, None),
+            (2, 4): ("batch", None, None, "model", None),
+        },
+    ),
+    # Mixture of 4 experts (top 2), 8 key/value heads.
+    "mixtral_moe": (
+        MixtralBackbone,
+        dict(
+            _DIMS,
+            hidden_dim=32,
+            num_query_heads=8,
+            num_key_value_heads=8,
+            intermediate_dim=32,
+            num_experts=4,
+            top_k=2,
+            sliding_window=None,
+        ),
+        {
+            (1, 8): (None, None, None, "model", None),
+            (2, 4): ("batch", None, None, "model", None),
+        },
+    ),
+}
+
+
+def distribution_for(backbone_cls, mesh_shape):
+    return keras.distribution.ModelParallel(
+        layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
+        batch_dim_name="batch",
+    )
+
+
+def padded_spec(array):
+    spec = tuple(array.sharding.spec)
+    return spec + (None,) * (len(array.shape) - len(spec))
+
+
+@functools.cache
+def unsharded(family):
+    """`(causal LM, its greedy generation of PROMPTS)` on one device."""
+    backbone_cls, config, _ = SHARDED_FAMILIES[family]
+    backbone = sensitive(backbone_cls(**config), seed=4)
+    model = causal_lm_class(backbone_cls)(backbone)
+    return model, model.generate(PROMPTS, max_length=MAX_LENGTH)
+
+
+# === Sharded generation ===
+
+
+@pytest.mark.parametrize("mesh_shape", GENERATION_MESHES, ids=str)
+@pytest.mark.parametrize("family", sorted(SHARDED_FAMILIES))
+def test_sharded_generation_equals_unsharded(family, mesh_shape):
+    backbone_cls, config, expected_specs = SHARDED_FAMILIES[family]
+    reference, expected = unsharded(family)
+    # Not a degenerate model that repeats a few tokens.
+    assert len({t for row in generated(expected, PROMPTS) for t in row}) >= 5
+    distribution = distribution_for(backbone_cls, mesh_shape)
+    with distribution.scope():
+        backbone = backbone_cls(**config)
+        backbone.set_weights(reference.backbone.get_weights())
+        model = causal_lm_class(backbone_cls)(backbone)
+        # Checks the caches the loop returns against the plan, too.
+        output = model.generate(PROMPTS, max_length=MAX_LENGTH)
+        caches = model.init_cache(len(PROMPTS), MAX_LENGTH)
+    np.testing.assert_array_equal(output["token_ids"], expected["token_ids"])
+    np.testing.assert_array_equal(
+        output["padding_mask"], expected["padding_mask"]
+    )
+    plans = backbone.layout_plan.kv_caches
+    assert len(plans) == len(caches) == config["num_layers"]
+    with distribution.scope():
+        planned = planned_cache_specs(plans, len(PROMPTS))
+    for cache, spec in zip(caches, planned, strict=True):
+        assert padded_spec(cache) == spec == expected_specs[mesh_shape]
+
+
+# === Cache layouts of every decoder family, by allocation ===
+
+
+def has_causal_lm(name):
+    try:
+        causal_lm_class(tiny(name)[0])
+    except ValueError:
+        return False
+    return True
+
+
+# Every enrolled backbone class with a causal LM (PaliGemma's included).
+DECODER_CLASSES = [name for name in sorted(TINY_CONFIGS) if has_causal_lm(name)]
+
+# The key projection's kernel in an attention layer (or the fused query,
+# key and value kernel), by name.
+KEY_KERNEL = re.compile(r"/(key|key_dense|query_key_value)/kernel$")
+
+
+def abstract_backbone(backbone_cls, config):
+    """`backbone_cls(**config)` built under `jax.eval_shape` in the active
+    distribution's scope: planned and laid out, no weight allocated.
+    `init_cache` needs only the plan and the shapes."""
+    import jax
+
+    built = []
+    jax.eval_shape(
+        lambda: built.append(backbone_cls(**config, verify_layout=False))
+    )
+    return built[0]
+
+
+def expected_cache_spec(attention, plan, kv_heads, batch, mesh_shape):
+    """The cache spec from the attention's key kernel, found by name: kv
+    heads on 'model' iff the kernel's kv-heads dimension (the one of size
+    `kv_heads`) is planned on 'model'; the batch on 'batch' iff it
+    divides the batch; all else whole."""
+    kernels = [w for w in attention.weights if KEY_KERNEL.search(w.path)]
+    assert len(kernels) == 1, [w.path for w in attention.weights]
+    kernel = kernels[0]
+    heads_dims = [i for i, size in enumerate(kernel.shape) if size == kv_heads]
+    assert len(heads_dims) == 1, (kernel.path, kernel.shape, kv_heads)
+    kernel_spec = plan.weight(kernel.path).spec
+    on_model = "model" in entry_axes(kernel_spec[heads_dims[0]])
+    batch_axis = mesh_shape[0] > 1 and batch % mesh_shape[0] == 0
+    return (
+        "batch" if batch_axis else None,
+        None,
+        None,
+        "model" if on_model else None,
+        None,
+    )
+
+
+@pytest.mark.parametrize("mesh_shape", BUILD_MESHES, ids=str)
+@pytest.mark.parametrize("name", DECODER_CLASSES)
+def test_kv_caches_are_allocated_as_planned(name, mesh_shape):
+    backbone_cls, config = tiny(name)
+    distribution = distribution_for(backbone_cls, mesh_shape)
+    with distribution.scope():
+        backbone = abstract_backbone(backbone_cls, config)
+        model = causal_lm_class(backbone_cls)(backbone)
+        plan = backbone.layout_plan
+        blocks = backbone.decoder_stack.blocks
+        assert len(plan.kv_caches) == len(blocks) == config["num_layers"]
+        # 4 divides every batch axis here, 3 none above 1.
+        for batch in (4, 3):
+            caches = model.init_cache(batch, 6)
+            planned = planned_cache_specs(plan.kv_caches, batch)
+            for cache, spec, cache_plan, block in zip(
+                caches, planned, plan.kv_caches, blocks, strict=True
+            ):
+                kv_heads = cache_plan.kv_heads
+                assert cache.shape[0] == batch and cache.shape[1] == 2
+                assert cache.shape[3:] == (kv_heads, cache_plan.head_dim)
+                assert padded_spec(cache) == spec, cache_plan.path
+                assert spec == expected_cache_spec(
+                    block.attention, plan, kv_heads, batch, mesh_shape
+                ), (cache_plan.path, cache_plan.reason)
+
+
+# === LoRA fine-tuning on one mesh, its preset generating on another ===
+
+
+@functools.cache
+def text_token_ids():
+    """The tiny tokenizers' training text as token ids, right-padded."""
+    tokenizer = Tokenizer(
+        {"tokenizer.model": tiny_tokenizers.train_sentencepiece()}
+    )
+    rows = tokenizer.encode(tiny_tokenizers.TEXT)
+    width = max(len(row) for row in rows)
+    token_ids = np.zeros((len(rows), width), "int32")
+    padding_mask = np.zeros((len(rows), width), "int32")
+    for index, row in enumerate(rows):
+        token_ids[index, : len(row)] = row
+        padding_mask[index, : len(row)] = 1
+    return tokenizer.vocabulary_size, {
+        "token_ids": token_ids,
+        "padding_mask": padding_mask,
+    }
+
+
+def test_lora_fine_tuning_under_model_parallel_and_preset_on_another_mesh(
+    tmp_path,
+):
+    vocabulary_size, data = text_token_ids()
+    config = dict(
+        vocabulary_size=vocabulary_size,
+        num_layers=1,
+        hidden_dim=32,
+        num_query_heads=4,
+        num_key_value_heads=4,
+        intermediate_dim=64,
+    )
+    prompts = [
+        row[mask == 1][:4].tolist()
+        for row, mask in zip(
+            data["token_ids"][:4], data["padding_mask"][:4], strict=True
+        )
+    ]
+    prompts[1] = prompts[1][:2]
+    train = distribution_for(LlamaBackbone, (2, 4))
+    with train.scope():
+        backbone = sensitive(LlamaBackbone(**config), 5, embedding_scale=25.0)
+        model = LlamaCausalLM(backbone)
+        model.enable_lora(rank=2)
+        model.compile(optimizer=keras.optimizers.AdamW(learning_rate=3e-2))
+        history = model.fit(data, batch_size=4, epochs=15, verbose=0)
+        tuned = model.generate(prompts, max_length=8)
+    losses = history.history["loss"]
+    assert losses[-1] < 0.8 * losses[0], losses
+
+    # Only the adapters trained, and every weight is still where the plan
+    # (with the adapters) puts it.
+    plan = backbone.layout_plan
+    adapters = [w.path for w in plan.weights if "lora_kernel" in w.path]
+    assert len(adapters) == 4  # (query, value) x (a, b)
+    assert {v.path for v in backbone.trainable_weights} == set(adapters)
+    assert {v.path: spec_of(v) for v in backbone.weights} == {
+        w.path: w.spec for w in plan.weights
+    }
+    lora_b = [v for v in backbone.weights if v.path.endswith("lora_kernel_b")]
+    assert all(np.any(keras.ops.convert_to_numpy(v) != 0) for v in lora_b)
+
+    model.save_to_preset(tmp_path)
+    serve = distribution_for(LlamaBackbone, (1, 8))
+    with serve.scope():
+        loaded = LlamaCausalLM.from_preset(tmp_path)
+        assert loaded.backbone.layout_plan.mesh.shape == (1, 8)
+        output = loaded.generate(prompts, max_length=8)
+    np.testing.assert_array_equal(output["token_ids"], tuned["token_ids"])
+    np.testing.assert_array_equal(output["padding_mask"], tuned["padding_mask"])
