@@ -14,7 +14,9 @@ cache gets its planned layout (`LayoutPlan.kv_caches`, see
 the loop returns.
 """
 
+import dataclasses
 import os
+import warnings
 
 import keras
 import numpy as np
@@ -423,15 +425,38 @@ class CausalLM(keras.Model):
             out_mask[row, : len(kept)] = 1
         if not texts:
             return {"token_ids": out_tokens, "padding_mask": out_mask}
-        decoded = [
-            self.tokenizer.decode(out_tokens[row][out_mask[row].astype(bool)])
+        rows = [
+            out_tokens[row][out_mask[row].astype(bool)]
             for row in range(batch_size)
         ]
+        decoded = [self.tokenizer.decode(self._known_ids(r)) for r in rows]
         return decoded[0] if single else decoded
+
+    def _known_ids(self, ids):
+        """`ids` without those past the tokenizer's vocabulary, with a
+        warning: embedding tables are often padded beyond it (Qwen's), and
+        an untrained row can still win a greedy step."""
+        known = ids < self.tokenizer.vocabulary_size
+        special = np.isin(
+            ids, list(getattr(self.tokenizer, "_special_ids", ()))
+        )
+        known = known | special
+        if not known.all():
+            warnings.warn(
+                f"Generated token ids {sorted(set(ids[~known].tolist()))} "
+                "are past the tokenizer's vocabulary "
+                f"({self.tokenizer.vocabulary_size} ids) and have no text; "
+                "they are left out of the decoded text (the token ids are "
+                "in `generate`'s output for token-id prompts).",
+                stacklevel=3,
+            )
+        return ids[known]
 
     def _generate_function(self, sampler, stop_ids, pad_id):
         """The compiled generation loop for these settings, made once."""
         variables = list(self.variables)
+        # The seed is an input of the loop, not part of it.
+        sampler = dataclasses.replace(sampler, seed=None)
         key = (sampler, stop_ids, pad_id, tuple(id(v) for v in variables))
         if key in self._generate_functions:
             return self._generate_functions[key]

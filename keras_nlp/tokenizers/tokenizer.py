@@ -540,6 +540,11 @@ class Tokenizer:
     # === Text and ids ===
 
     @property
+    def special_token_ids(self):
+        """The ids the files name as BOS, EOS or PAD (a frozenset)."""
+        return self._special_ids
+
+    @property
     def add_bos(self):
         return self._add_bos
 

@@ -756,6 +756,31 @@ def test_eos_of_the_tokenizer_stops_generation():
     )
 
 
+def test_ids_past_the_tokenizers_vocabulary_are_left_out_of_text():
+    # Embedding tables are often padded past the tokenizer (Qwen's): an
+    # untrained row that wins a step has no text, and is dropped with a
+    # warning naming it rather than failing the whole decode.
+    tokenizer = Tokenizer(sentencepiece_files())
+    padded = tokenizer.vocabulary_size + 4
+    past = padded - 1
+
+    class PaddedLM(LlamaCausalLM):
+        def logits(self, hidden_states):
+            logits = super().logits(hidden_states)
+            return logits + keras.ops.cast(
+                keras.ops.one_hot(past, padded) * 1e4, logits.dtype
+            )
+
+    config = dict(FAMILIES["llama_rope"][1], vocabulary_size=padded)
+    model = PaddedLM(LlamaBackbone(**config), tokenizer=tokenizer)
+    ids = model.generate([tokenizer.encode(TEXTS[1])], max_new_tokens=2)
+    prompt_length = len(tokenizer.encode(TEXTS[1]))
+    np.testing.assert_array_equal(ids["token_ids"][0, prompt_length:], past)
+    with pytest.warns(UserWarning, match=rf"\[{past}\] are past the"):
+        text = model.generate(TEXTS[1], max_new_tokens=2, stop_token_ids=None)
+    assert text == tokenizer.decode(tokenizer.encode(TEXTS[1]))
+
+
 # === Training ===
 
 
