@@ -81,21 +81,24 @@ HUB_PROBES = {
 HUB_PROMPT = 24
 HUB_LENGTH = 40
 
-_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+# JAX's monitoring events: one per XLA compilation, one per trace.
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
 
 
 # === Part 1: decode speed ===
 
 
 @contextlib.contextmanager
-def count_compilations():
-    """Counts XLA compilations while active; yields a one-item list."""
+def count_events(name=COMPILE_EVENT):
+    """Counts JAX monitoring events `name` while active (XLA compilations
+    by default); yields a one-item list."""
     import jax
 
     count = [0]
 
     def listener(event, duration, **kwargs):
-        if event == _COMPILE_EVENT:
+        if event == name:
             count[0] += 1
 
     jax.monitoring.register_event_duration_secs_listener(listener)
@@ -120,7 +123,7 @@ class Generator:
     def generate(self, prompts, new_tokens):
         """`(seconds, token_ids, traces, compilations)` of one call."""
         traces = self.causal_lm.generate_traces
-        with self._scope(), count_compilations() as compilations:
+        with self._scope(), count_events() as compilations:
             start = time.perf_counter()
             outputs = self.causal_lm.generate(
                 prompts, max_new_tokens=new_tokens, stop_token_ids=None

@@ -1,32 +1,14 @@
 """Placing generation's arrays (`keras_nlp.distribution.generation`)."""
 
-import contextlib
-
 import jax
 import keras
 import pytest
 
 import keras_nlp
+from benchmarks.generate_decode import TRACE_EVENT
+from benchmarks.generate_decode import count_events
 
 pytestmark = pytest.mark.multi_device
-
-_TRACE_EVENT = "/jax/core/compile/jaxpr_trace_duration"
-
-
-@contextlib.contextmanager
-def count_traces():
-    """Counts JAX traces (one per jit cache miss) while active."""
-    count = [0]
-
-    def listener(event, duration, **kwargs):
-        if event == _TRACE_EVENT:
-            count[0] += 1
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    try:
-        yield count
-    finally:
-        jax.monitoring.unregister_event_duration_listener(listener)
 
 
 def test_allocating_caches_again_compiles_nothing():
@@ -50,7 +32,7 @@ def test_allocating_caches_again_compiles_nothing():
         )
         causal_lm = keras_nlp.models.LlamaCausalLM(backbone)
         causal_lm.init_cache(8, 16)
-        with count_traces() as traces:
+        with count_events(TRACE_EVENT) as traces:
             caches = causal_lm.init_cache(8, 16)
     assert [cache.sharding.spec for cache in caches] == [
         jax.sharding.PartitionSpec(None, None, None, "model", None)
