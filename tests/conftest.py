@@ -12,13 +12,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 _FLAG = "--xla_force_host_platform_device_count=8"
 if _FLAG not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}"
-# The suite's models are tiny: compiling dominates its time, not running.
-# Unoptimized CPU code generation compiles about a third faster. Results
-# may differ from optimized code's in the last bits (fast-math stays off),
-# which every tolerance here allows. Benchmarks run without it.
-_OPT_LEVEL = "--xla_backend_optimization_level"
-if _OPT_LEVEL not in os.environ["XLA_FLAGS"]:
-    os.environ["XLA_FLAGS"] += f" {_OPT_LEVEL}=0"
 # Repeated runs reuse compiled programs.
 os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR",
