@@ -100,6 +100,8 @@ class PaliGemmaCausalLM(PreprocessorFirstCausalLM):
             weight = response[:, 1:]
             if sample_weight is not None:
                 weight = weight * ops.cast(sample_weight, "float32")[:, None]
+            # The mean over the response tokens, as `CausalLM`'s.
+            weight = weight / ops.maximum(ops.mean(weight), 1e-9)
             return x["token_ids"][:, 1:], y_pred[:, :-1], weight
         return super()._next_token_targets(x, y, y_pred, sample_weight)
 
