@@ -77,17 +77,6 @@ class CachePlan:
         """The cache's shape for a batch and a cache length."""
         return (batch_size, 2, max_length, self.kv_heads, self.head_dim)
 
-    def to_dict(self):
-        return {
-            "path": self.path,
-            "kv_heads": self.kv_heads,
-            "head_dim": self.head_dim,
-            "spec": [
-                entry if entry != FREE else "batch axes" for entry in self.spec
-            ],
-            "reason": self.reason,
-        }
-
 
 def describe_caches(model):
     """The `AttentionCache`s of a (possibly abstract) built decoder backbone.

@@ -333,7 +333,16 @@ class LayoutPlan:
                 }
                 for activation in self.activations
             ],
-            "kv_caches": [cache.to_dict() for cache in self.kv_caches],
+            "kv_caches": [
+                {
+                    "path": cache.path,
+                    "kv_heads": cache.kv_heads,
+                    "head_dim": cache.head_dim,
+                    "spec": spec_to_json(cache.spec),
+                    "reason": cache.reason,
+                }
+                for cache in self.kv_caches
+            ],
         }
 
     def to_json(self, **kwargs):
