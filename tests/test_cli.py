@@ -38,6 +38,13 @@ def test_json_plan_for_gemma_2b_on_two_devices(capsys):
     assert query["spec"] == ["model", "batch", None]
     assert query["shard_shape"] == [4, 2048, 256]
     assert {"path", "shape", "spec", "shard_shape", "reason"} <= set(query)
+    # One cache per block, whole on 'model' like the single-head key kernel.
+    caches = plan["kv_caches"]
+    assert len(caches) == 18
+    assert caches[0]["path"] == "decoder_block_0/attention/cache"
+    assert (caches[0]["kv_heads"], caches[0]["head_dim"]) == (1, 256)
+    assert caches[0]["spec"] == ["*", None, None, None, None]
+    assert "kv heads whole on every device" in caches[0]["reason"]
 
 
 def test_dtype_changes_bytes_not_params(capsys):
