@@ -956,7 +956,13 @@ def device_value(variable, read):
         if last.get("key") != key:
             last.clear()
             last["key"] = key
-            last["value"] = read(index)
+            value = read(index)
+            # JAX may alias a host array on CPU instead of copying it: a
+            # view into a memory map closed after this variable would be
+            # read after unmapping. Hand it arrays that own their data.
+            if not value.flags.owndata:
+                value = np.array(value)
+            last["value"] = value
         return last["value"]
 
     return jax.make_array_from_callback(
