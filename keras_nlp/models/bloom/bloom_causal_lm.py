@@ -6,7 +6,7 @@ from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from keras_nlp.models.causal_lm import CausalLM
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class BloomCausalLM(CausalLM):
     """A `BloomBackbone` and its head: next-token logits and `generate`.
 

@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class FalconCausalLM(CausalLM):
     """A `FalconBackbone` and its head: next-token logits and `generate`.
 

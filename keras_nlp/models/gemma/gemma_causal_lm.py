@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class GemmaCausalLM(CausalLM):
     """A `GemmaBackbone` and its head: next-token logits and `generate`.
 

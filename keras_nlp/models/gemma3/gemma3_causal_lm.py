@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import PreprocessorFirstCausalLM
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class Gemma3CausalLM(PreprocessorFirstCausalLM):
     """A `Gemma3Backbone` and its head: next-token logits and `generate`.
 

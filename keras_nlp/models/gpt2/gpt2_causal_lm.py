@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class GPT2CausalLM(CausalLM):
     """A `GPT2Backbone` and its head: next-token logits and `generate`.
 

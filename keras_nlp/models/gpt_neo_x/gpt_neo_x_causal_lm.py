@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class GPTNeoXCausalLM(CausalLM):
     """A `GPTNeoXBackbone` and its head: next-token logits and `generate`.
 

@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class GptOssCausalLM(CausalLM):
     """A `GptOssBackbone` and its head: next-token logits and `generate`.
 

@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class LlamaCausalLM(CausalLM):
     """A `LlamaBackbone` and its head: next-token logits and `generate`.
 

@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class Llama3CausalLM(CausalLM):
     """A `Llama3Backbone` and its head: next-token logits and `generate`.
 

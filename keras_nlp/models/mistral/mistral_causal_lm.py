@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class MistralCausalLM(CausalLM):
     """A `MistralBackbone` and its head: next-token logits and `generate`.
 

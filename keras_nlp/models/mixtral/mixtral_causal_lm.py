@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class MixtralCausalLM(CausalLM):
     """A `MixtralBackbone` and its head: next-token logits and `generate`.
 

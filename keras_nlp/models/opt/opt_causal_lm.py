@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class OPTCausalLM(CausalLM):
     """A `OPTBackbone` and its head: next-token logits and `generate`.
 

@@ -9,7 +9,7 @@ from keras_nlp.models.causal_lm import PreprocessorFirstCausalLM
 from keras_nlp.models.pali_gemma.pali_gemma_backbone import PaliGemmaBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class PaliGemmaCausalLM(PreprocessorFirstCausalLM):
     """A `PaliGemmaBackbone` and its head: text from images and a prompt.
 

@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.phi3.phi3_backbone import Phi3Backbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class Phi3CausalLM(CausalLM):
     """A `Phi3Backbone` and its head: next-token logits and `generate`.
 

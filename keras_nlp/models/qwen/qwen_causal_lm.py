@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class QwenCausalLM(CausalLM):
     """A `QwenBackbone` and its head: next-token logits and `generate`.
 

@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class Qwen3CausalLM(CausalLM):
     """A `Qwen3Backbone` and its head: next-token logits and `generate`.
 

@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class Qwen3MoeCausalLM(CausalLM):
     """A `Qwen3MoeBackbone` and its head: next-token logits and `generate`.
 

@@ -6,7 +6,7 @@ from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class QwenMoeCausalLM(CausalLM):
     """A `QwenMoeBackbone` and its head: next-token logits and `generate`.
 
