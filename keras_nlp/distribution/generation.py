@@ -13,6 +13,7 @@ import numpy as np
 
 from keras_nlp.distribution.kv_cache import cache_spec
 from keras_nlp.distribution.layout_map import active_layout_map
+from keras_nlp.distribution.layout_map import batch_axes_of
 from keras_nlp.distribution.rules import entry_axes
 
 
@@ -90,10 +91,7 @@ def shard_batch(array):
 
     mesh = distribution.device_mesh
     sizes = dict(zip(mesh.axis_names, mesh.shape, strict=True))
-    axes = getattr(distribution, "batch_dim_names", None)
-    if axes is None:
-        name = getattr(distribution, "batch_dim_name", None)
-        axes = (name,) if name else ()
+    axes = batch_axes_of(distribution)
     shards = int(np.prod([sizes[axis] for axis in axes])) if axes else 1
     array = np.asarray(array)
     batch = None

@@ -16,6 +16,19 @@ from keras_nlp.distribution.resolver import bullet_list
 from keras_nlp.distribution.rules import format_spec
 
 
+def batch_axes_of(distribution):
+    """The mesh axes `distribution` splits the batch over, as a tuple.
+
+    Keras's `ModelParallel` names one (`batch_dim_name`); ours may name
+    several (`batch_dim_names`); no distribution names none.
+    """
+    names = getattr(distribution, "batch_dim_names", None)
+    if names is None:
+        name = getattr(distribution, "batch_dim_name", None)
+        names = (name,) if name else ()
+    return tuple(names)
+
+
 def active_layout_map():
     """The `BackboneLayoutMap` of the active distribution, or `None`."""
     distribution = keras.distribution.distribution()
@@ -153,12 +166,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
     @property
     def batch_axes(self):
         """The mesh axes the active distribution splits the batch over."""
-        distribution = keras.distribution.distribution()
-        names = getattr(distribution, "batch_dim_names", None)
-        if names is None:
-            name = getattr(distribution, "batch_dim_name", None)
-            names = (name,) if name else ()
-        return tuple(names)
+        return batch_axes_of(keras.distribution.distribution())
 
     @property
     def user_entries(self):
