@@ -221,49 +221,36 @@ def cache_bytes_per_device(
     return total / shards, total / devices
 
 
-def verify_cache_layouts(caches, plans, specs):
+def verify_cache_layouts(caches, plans, specs, device_mesh):
     """Raises unless every cache array is laid out as its plan says.
 
     Args:
-        caches: the cache arrays, one per plan, in order.
+        caches: the cache arrays (JAX), one per plan, in order.
         plans: the `CachePlan`s.
         specs: each plan's spec for the caches' batch size (see
             `cache_spec`).
+        device_mesh: the `keras.distribution.DeviceMesh` they live on.
 
     Raises:
         ValueError: listing every cache whose sharding differs.
     """
+    import jax
+
     problems = []
     for cache, plan, spec in zip(caches, plans, specs, strict=True):
-        actual = _array_spec(cache)
-        if actual is None:
-            continue
-        if _normalize(actual) != _normalize(spec):
+        expected = jax.sharding.NamedSharding(
+            device_mesh.backend_mesh, jax.sharding.PartitionSpec(*spec)
+        )
+        actual = getattr(cache, "sharding", None)
+        if actual is None or not actual.is_equivalent_to(
+            expected, len(cache.shape)
+        ):
             problems.append(
                 f"{plan.path}: planned {format_spec(tuple(spec))}, got "
-                f"{format_spec(actual)}"
+                f"{getattr(actual, 'spec', actual)}"
             )
     if problems:
         raise ValueError(
             "Key/value caches are not laid out as planned:\n  - "
             + "\n  - ".join(problems)
         )
-
-
-def _array_spec(array):
-    sharding = getattr(array, "sharding", None)
-    spec = getattr(sharding, "spec", None)
-    if spec is None:
-        return None
-    return tuple(spec) + (None,) * (len(array.shape) - len(spec))
-
-
-def _normalize(spec):
-    normalized = []
-    for entry in spec:
-        if entry in (None, ()):
-            entry = None
-        elif isinstance(entry, tuple) and len(entry) == 1:
-            entry = entry[0]
-        normalized.append(entry)
-    return tuple(normalized)

@@ -408,7 +408,10 @@ class CausalLM(keras.Model):
         plans = self._cache_plans()
         if plans:
             verify_cache_layouts(
-                caches, plans, planned_cache_specs(plans, batch_size)
+                caches,
+                plans,
+                planned_cache_specs(plans, batch_size),
+                active_layout_map().device_mesh,
             )
         del caches
         tokens = np.asarray(tokens)
