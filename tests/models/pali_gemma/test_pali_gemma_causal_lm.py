@@ -181,14 +181,14 @@ def test_sharded_2x4_equals_unsharded_with_planned_caches(
     verified = []
     verify = causal_lm_module.verify_cache_layouts
 
-    def recording_verify(caches, plans, specs):
+    def recording_verify(caches, plans, specs, device_mesh):
         verified.append(
             [
                 (cache.shape, _padded_spec(cache), spec)
                 for cache, spec in zip(caches, specs, strict=True)
             ]
         )
-        return verify(caches, plans, specs)
+        return verify(caches, plans, specs, device_mesh)
 
     monkeypatch.setattr(
         causal_lm_module, "verify_cache_layouts", recording_verify
