@@ -100,6 +100,24 @@ def decoder_attention_mask(
     return mask
 
 
+def write_cache(cache, key, value, start_index):
+    """Writes keys and values into a cache from position `start_index` on.
+
+    Args:
+        cache: `(batch, 2, max_len, kv_heads, head_dim)`.
+        key, value: `(batch, seq, kv_heads, head_dim)`.
+        start_index: int or scalar tensor.
+
+    Returns:
+        `(keys, values, cache)`: all `max_len` keys and values, and the
+        updated cache.
+    """
+    start = [0, start_index, 0, 0]
+    key = ops.slice_update(cache[:, 0], start, key)
+    value = ops.slice_update(cache[:, 1], start, value)
+    return key, value, ops.stack((key, value), axis=1)
+
+
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class CachedGroupedQueryAttention(keras.layers.Layer):
     """Grouped-query self-attention with a key/value cache.
@@ -466,10 +484,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                 key, start_index=start_index, positions=positions
             )
         if cache is not None:
-            start = [0, start_index, 0, 0]
-            key = ops.slice_update(cache[:, 0], start, key)
-            value = ops.slice_update(cache[:, 1], start, value)
-            cache = ops.stack((key, value), axis=1)
+            key, value, cache = write_cache(cache, key, value, start_index)
 
         window, bias = self._position_mask_and_bias(
             ops.shape(query)[1], ops.shape(key)[1], start_index

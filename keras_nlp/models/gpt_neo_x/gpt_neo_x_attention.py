@@ -9,6 +9,7 @@ from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
 from keras_nlp.layers.cached_attention import KERNEL_DIMS
+from keras_nlp.layers.cached_attention import write_cache
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
@@ -196,10 +197,7 @@ class GPTNeoXAttention(keras.layers.Layer):
         query = self._rotate(query, start_index, positions)
         key = self._rotate(key, start_index, positions)
         if cache is not None:
-            start = [0, start_index, 0, 0]
-            key = ops.slice_update(cache[:, 0], start, key)
-            value = ops.slice_update(cache[:, 1], start, value)
-            cache = ops.stack((key, value), axis=1)
+            key, value, cache = write_cache(cache, key, value, start_index)
 
         mask = None
         if attention_mask is not None:
