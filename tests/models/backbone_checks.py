@@ -14,6 +14,7 @@ folder calls these with its own class and presets:
 """
 
 import math
+import zlib
 import re
 
 import keras
@@ -365,3 +366,57 @@ def assert_same_weights(actual, expected):
     assert sorted(actual) == sorted(expected)
     for path, value in expected.items():
         np.testing.assert_array_equal(actual[path], value, err_msg=path)
+
+
+def unit_scale_value(path, shape, seed=0, scale=None):
+    """A deterministic unit-scale value for the variable at `path`.
+
+    The value depends only on `(path, shape, seed)`: two models whose
+    variables share paths and shapes (ours and keras-hub's, or one model on
+    two backends) get the same weights whatever order they create them in,
+    so outputs stored from one can be compared with the other. Kernels
+    draw from N(0, 1/fan_in) (an attention output kernel's fan-in is
+    heads x head_dim), embeddings from N(0, 1), rank-1 weights from
+    N(0, 0.5); `scale` overrides the standard deviation.
+    """
+    shape = tuple(int(d) for d in shape)
+    if scale is None:
+        if len(shape) <= 1:
+            scale = 0.5
+        elif path.endswith("embeddings"):
+            scale = 1.0
+        elif "attention_output" in path:
+            scale = (shape[0] * shape[1]) ** -0.5
+        else:
+            scale = shape[-2] ** -0.5
+    key = zlib.crc32(f"{path}|{shape}".encode())
+    rng = np.random.default_rng([seed, key])
+    return rng.normal(0.0, scale, shape).astype("float32")
+
+
+def assign_unit_scale(model, seed=0, scales=None):
+    """Gives every variable of `model` its `unit_scale_value`.
+
+    Args:
+        model: a Keras model or layer.
+        seed: int.
+        scales: optional `{path prefix: standard deviation}` for the
+            weights under a prefix (a router that must not be uniform).
+
+    Returns:
+        `{path: value}` as assigned. A path several variables share
+        (T5's relative biases) is numbered `path#1`, `path#2`, ...
+    """
+    assigned = {}
+    for variable in model.weights:
+        path = variable.path
+        if path in assigned:
+            path = f"{path}#{sum(p.split('#')[0] == path for p in assigned)}"
+        scale = None
+        for prefix, prefix_scale in (scales or {}).items():
+            if variable.path.startswith(prefix):
+                scale = prefix_scale
+        value = unit_scale_value(path, variable.shape, seed, scale)
+        variable.assign(value.astype(keras.backend.standardize_dtype(variable.dtype)))
+        assigned[path] = value
+    return assigned
