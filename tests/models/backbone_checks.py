@@ -14,8 +14,8 @@ folder calls these with its own class and presets:
 """
 
 import math
-import zlib
 import re
+import zlib
 
 import keras
 import numpy as np
@@ -417,6 +417,8 @@ def assign_unit_scale(model, seed=0, scales=None):
             if variable.path.startswith(prefix):
                 scale = prefix_scale
         value = unit_scale_value(path, variable.shape, seed, scale)
-        variable.assign(value.astype(keras.backend.standardize_dtype(variable.dtype)))
+        variable.assign(
+            value.astype(keras.backend.standardize_dtype(variable.dtype))
+        )
         assigned[path] = value
     return assigned
