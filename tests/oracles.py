@@ -32,7 +32,9 @@ COMMAND = "python -m tests.oracles"
 
 # key -> "module:function" returning {name: {array name: array}}; one line
 # per module that keeps oracle data.
-GENERATORS = {}
+GENERATORS = {
+    "backbones": "tests.models.test_backbone_oracles:generate_oracle_data",
+}
 
 
 def oracle_versions():

@@ -394,7 +394,7 @@ def unit_scale_value(path, shape, seed=0, scale=None):
     return rng.normal(0.0, scale, shape).astype("float32")
 
 
-def assign_unit_scale(model, seed=0, scales=None):
+def assign_unit_scale(model, seed=0, scales=None, rename=None):
     """Gives every variable of `model` its `unit_scale_value`.
 
     Args:
@@ -402,6 +402,9 @@ def assign_unit_scale(model, seed=0, scales=None):
         seed: int.
         scales: optional `{path prefix: standard deviation}` for the
             weights under a prefix (a router that must not be uniform).
+        rename: optional `path -> path` applied first (keras-hub layers
+            with session-unique auto names, `moe_block_3/` -> `moe_block/`),
+            so that both models draw by the same path.
 
     Returns:
         `{path: value}` as assigned. A path several variables share
@@ -409,12 +412,12 @@ def assign_unit_scale(model, seed=0, scales=None):
     """
     assigned = {}
     for variable in model.weights:
-        path = variable.path
+        path = rename(variable.path) if rename else variable.path
         if path in assigned:
             path = f"{path}#{sum(p.split('#')[0] == path for p in assigned)}"
         scale = None
         for prefix, prefix_scale in (scales or {}).items():
-            if variable.path.startswith(prefix):
+            if path.startswith(prefix):
                 scale = prefix_scale
         value = unit_scale_value(path, variable.shape, seed, scale)
         variable.assign(
@@ -422,3 +425,39 @@ def assign_unit_scale(model, seed=0, scales=None):
         )
         assigned[path] = value
     return assigned
+
+
+def jit_forward(model, inputs, training=False):
+    """`model(inputs)` as `output_arrays`, compiled as one program on JAX.
+
+    An eager call compiles every op on its first shapes (about three times
+    slower on tiny models than one jitted program); on other backends this
+    is the eager call. Call it inside a distribution's scope for a sharded
+    model. With `training=True` the model's dropout seeds advance as in an
+    eager call.
+    """
+    if keras.backend.backend() != "jax":
+        return output_arrays(model(inputs, training=training))
+    import jax
+
+    if training:
+        # Dropout draws from Keras's seed generator state: run eagerly so
+        # each call draws new masks.
+        return output_arrays(model(inputs, training=True))
+    compiled = _JITTED.get(id(model))
+    if compiled is None or compiled[0] is not model:
+        compiled = (
+            model,
+            jax.jit(lambda t, n, x: model.stateless_call(t, n, x)[0]),
+        )
+        _JITTED[id(model)] = compiled
+    return output_arrays(
+        compiled[1](
+            [v.value for v in model.trainable_variables],
+            [v.value for v in model.non_trainable_variables],
+            inputs,
+        )
+    )
+
+
+_JITTED = {}

@@ -1,0 +1,150 @@
+"""Every backbone equals keras-hub's class of the same name: the oracle
+table (`tests/models/oracle_cases.py`) against stored oracle outputs.
+
+Our model gets `assign_unit_scale` weights (drawn by variable path) and
+runs the stored inputs; its outputs must equal keras-hub's, stored by
+`python -m tests.oracles backbones` with the same weights. Rows marked
+`live` rebuild keras-hub's model and check that the stored data is still
+what the installed keras-hub gives. Every `Mistake` row must make the
+comparison fail: that is what makes the stored data a sharp check.
+"""
+
+import re
+
+import keras
+import numpy as np
+import pytest
+
+import keras_nlp.models
+from tests import oracles
+from tests.models.backbone_checks import assign_unit_scale
+from tests.models.backbone_checks import jit_forward
+from tests.models.oracle_cases import CASES
+from tests.models.oracle_cases import MISTAKES
+
+DATA_PREFIX = "backbone-"
+
+
+def _rename(case):
+    if not case.auto_named:
+        return None
+    pattern = re.compile(rf"({'|'.join(map(re.escape, case.auto_named))})_\d+/")
+    return lambda path: pattern.sub(r"\1/", path)
+
+
+def _outputs(case, model, inputs):
+    """The forward outputs and the row's extras, as `{name: array}`."""
+    outputs = jit_forward(model, inputs)
+    if "logits" in case.extras:
+        sequence = keras.ops.convert_to_tensor(outputs["sequence_output"])
+        outputs["logits"] = keras.ops.convert_to_numpy(
+            model.token_embedding(sequence, reverse=True)
+        )
+    if "aux_losses" in case.extras:
+        model(inputs, training=True)
+        outputs["aux_losses"] = np.array(
+            [float(keras.ops.convert_to_numpy(x)) for x in model.losses],
+            "float32",
+        )
+    return outputs
+
+
+def build_ours(case, config=None):
+    model = getattr(keras_nlp.models, case.backbone)(**(config or case.config))
+    assign_unit_scale(model, scales=dict(case.scales))
+    return model
+
+
+def build_oracle(case):
+    import keras_hub
+
+    keras.utils.set_random_seed(0)
+    cls = getattr(keras_hub.models, case.oracle_class or case.backbone)
+    oracle = cls(**(case.oracle_config or case.config))
+    assign_unit_scale(oracle, scales=dict(case.scales), rename=_rename(case))
+    if case.oracle_fix is not None:
+        case.oracle_fix(oracle)
+    return oracle
+
+
+def oracle_arrays(case):
+    """keras-hub's inputs and outputs for `case`, as stored."""
+    inputs = case.make_inputs()
+    outputs = _outputs(case, build_oracle(case), inputs)
+    arrays = {f"input/{k}": np.asarray(v) for k, v in inputs.items()}
+    arrays.update({f"output/{k}": v for k, v in outputs.items()})
+    return arrays
+
+
+def generate_oracle_data():
+    return {
+        DATA_PREFIX + case.id: oracle_arrays(case) for case in CASES.values()
+    }
+
+
+def stored(case):
+    arrays = oracles.load(DATA_PREFIX + case.id)
+    inputs = {k[6:]: v for k, v in arrays.items() if k.startswith("input/")}
+    outputs = {k[7:]: v for k, v in arrays.items() if k.startswith("output/")}
+    return inputs, outputs
+
+
+def compare(case, actual, expected, inputs):
+    """Asserts `actual` equals `expected` within the row's tolerance.
+
+    Returns:
+        The largest absolute difference compared.
+    """
+    assert sorted(actual) == sorted(expected)
+    largest = 0.0
+    real = np.asarray(inputs.get("padding_mask", 1)).astype(bool)
+    for name, value in expected.items():
+        ours = actual[name]
+        assert ours.shape == value.shape, name
+        assert np.all(np.isfinite(ours)), name
+        if case.positions == "real" and ours.shape[:2] == real.shape:
+            ours, value = ours[real], value[real]
+        np.testing.assert_allclose(
+            ours, value, atol=case.atol, rtol=case.atol, err_msg=name
+        )
+        largest = max(largest, float(np.max(np.abs(ours - value), initial=0)))
+    return largest
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_equals_the_stored_oracle(case_id):
+    case = CASES[case_id]
+    inputs, expected = stored(case)
+    actual = _outputs(case, build_ours(case), inputs)
+    compare(case, actual, expected, inputs)
+
+
+LIVE = sorted(case.id for case in CASES.values() if case.live)
+
+
+@pytest.mark.parametrize("case_id", LIVE)
+def test_the_live_oracle_still_gives_the_stored_outputs(case_id):
+    case = CASES[case_id]
+    oracles.assert_oracle_unchanged(
+        DATA_PREFIX + case.id, oracle_arrays(case), atol=case.atol / 10
+    )
+
+
+@pytest.mark.parametrize(
+    "mistake", MISTAKES, ids=[f"{m.case}-{m.name}" for m in MISTAKES]
+)
+def test_the_comparison_catches_the_mistake(mistake):
+    case = CASES[mistake.case]
+    inputs, expected = stored(case)
+    model = build_ours(case, dict(case.config, **(mistake.config or {})))
+    if mistake.inject is not None:
+        mistake.inject(model)
+    actual = _outputs(case, model, inputs)
+    with pytest.raises(AssertionError):
+        compare(case, actual, expected, inputs)
+
+
+def test_every_family_has_a_live_row():
+    families = {case.backbone for case in CASES.values()}
+    live = {case.backbone for case in CASES.values() if case.live}
+    assert families == live, sorted(families - live)
