@@ -32,8 +32,38 @@ def pytest_configure(config):
     )
 
 
+def _zoo_class(item):
+    """The enrolled backbone class a test is parametrized with, if any."""
+    from tests.models.tiny_configs import TINY_CONFIGS
+
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec else ():
+        if isinstance(value, tuple) and value:
+            value = value[0]
+        if isinstance(value, str) and value in TINY_CONFIGS:
+            return value
+    return None
+
+
+def _group_by_shared_models(items):
+    """Groups tests that share built models onto one worker.
+
+    With `--dist loadgroup` (pyproject's addopts), xdist sends each group
+    to one worker whole. Tests parametrized with an enrolled class share
+    that class's models (tests/models/zoo.py) across modules: their group
+    is the class. Any other test is grouped with its module, whose
+    module-level caches and fixtures then build once instead of once per
+    worker.
+    """
+    for item in items:
+        zoo_class = _zoo_class(item)
+        group = f"zoo-{zoo_class}" if zoo_class else item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
+    _group_by_shared_models(items)
     if keras.backend.backend() == "jax":
         import jax
 

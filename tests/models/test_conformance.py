@@ -16,15 +16,15 @@ one list of meshes, so that enrolling a class there runs it through all of:
    (or none) then loaded on another (or none);
 8. for decoders: causality, and padding on the invisible side.
 
-Built models are cached per module: one unsharded reference (its weights,
-inputs and outputs) per config, one sharded build per config and mesh.
+Built models come from the zoo (tests/models/zoo.py), built once per
+worker: one unsharded reference (its weights, inputs and outputs) per
+config, one sharded build per config and mesh.
 Each new sharded forward pass compiles (~1 s on 2 cores, see `forward`), so
 outputs are compared on two meshes only: the pure model-parallel one (most
 fallbacks) and a mixed one; the third build mesh checks layouts.
 """
 
 import collections
-import dataclasses
 import functools
 import json
 import pathlib
@@ -36,15 +36,15 @@ import pytest
 from keras_nlp.models import Backbone
 from tests.models.backbone_checks import assert_outputs_close
 from tests.models.backbone_checks import assert_same_weights
-from tests.models.backbone_checks import make_mesh
-from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import spec_of
-from tests.models.backbone_checks import weights_by_path
 from tests.models.tiny_configs import DECODER
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import all_tiny_configs
 from tests.models.tiny_configs import backbone_class
-from tests.models.tiny_configs import tiny
+from tests.models.zoo import distribution_for
+from tests.models.zoo import forward
+from tests.models.zoo import reference
+from tests.models.zoo import sharded
 
 # (batch, model) meshes: every build is checked against its plan on each;
 # outputs are compared on the first two.
@@ -95,36 +95,6 @@ def numpy(x):
     return keras.ops.convert_to_numpy(x)
 
 
-_COMPILED = {}
-
-
-def forward(backbone, inputs):
-    """`backbone(inputs)` as `output_arrays`; call it in its scope.
-
-    On JAX the forward pass runs as one compiled program, as `predict`
-    runs it (`stateless_call` under `jax.jit`, kept per backbone): an eager
-    call compiles each op on its first shapes and shardings, about three
-    times slower on these tiny models.
-    """
-    if keras.backend.backend() != "jax":
-        return output_arrays(backbone(inputs))
-    import jax
-
-    if id(backbone) not in _COMPILED:
-        _COMPILED[id(backbone)] = (
-            backbone,
-            jax.jit(lambda t, n, x: backbone.stateless_call(t, n, x)[0]),
-        )
-    _, compiled = _COMPILED[id(backbone)]
-    return output_arrays(
-        compiled(
-            [v.value for v in backbone.trainable_variables],
-            [v.value for v in backbone.non_trainable_variables],
-            inputs,
-        )
-    )
-
-
 def assert_follows_plan(backbone, mesh_shape):
     """Every variable's sharding is its planned spec, shards sized to it."""
     plan = backbone.layout_plan
@@ -142,60 +112,6 @@ def assert_follows_plan(backbone, mesh_shape):
 
 def real_tokens(inputs):
     return np.asarray(inputs["padding_mask"]).astype(bool)
-
-
-@dataclasses.dataclass
-class Reference:
-    """An unsharded backbone with random weights, its inputs and outputs."""
-
-    backbone_cls: type
-    config: dict
-    backbone: Backbone
-    weights: dict
-    inputs: dict
-    outputs: dict
-
-
-@functools.cache
-def reference(name, config_name):
-    backbone_cls, config = tiny(name, config_name)
-    backbone = backbone_cls(**config)
-    # Constant-initialized weights (norm scales, biases) get random values
-    # too, so that a swapped or dropped one changes the outputs.
-    rng = np.random.default_rng(0)
-    for variable in backbone.weights:
-        value = numpy(variable.value)
-        if np.all(value == value.flat[0]):
-            variable.assign(
-                rng.normal(0.0, 0.5, value.shape).astype(value.dtype)
-            )
-    inputs = TINY_CONFIGS[name].inputs_for(backbone, config)
-    return Reference(
-        backbone_cls,
-        config,
-        backbone,
-        weights_by_path(backbone),
-        inputs,
-        forward(backbone, inputs),
-    )
-
-
-def distribution_for(backbone_cls, mesh_shape):
-    return keras.distribution.ModelParallel(
-        layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
-        batch_dim_name="batch",
-    )
-
-
-@functools.cache
-def sharded(name, config_name, mesh_shape):
-    """`(backbone, distribution)`: the reference's weights on a mesh."""
-    ref = reference(name, config_name)
-    distribution = distribution_for(ref.backbone_cls, mesh_shape)
-    with distribution.scope():
-        backbone = ref.backbone_cls(**ref.config)
-    backbone.set_weights(ref.backbone.get_weights())
-    return backbone, distribution
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,81 @@
+"""The zoo: every enrolled (class, tiny config) built once per worker.
+
+Tests in any module that need a tiny config's model take it from here, so
+that a worker builds each model, and compiles its forward pass, once.
+`tests/conftest.py` groups the tests parametrized with a class onto one
+worker (`--dist loadgroup`), so each model is built on one worker only.
+
+- `reference(name, config_name)`: the unsharded model with random weights
+  (constant-initialized ones too), its inputs and its jitted outputs.
+- `sharded(name, config_name, mesh_shape)`: the reference's weights built
+  under a `ModelParallel` distribution for the class's layout map.
+"""
+
+import dataclasses
+import functools
+
+import keras
+import numpy as np
+
+from keras_nlp.models import Backbone
+from tests.models.backbone_checks import jit_forward
+from tests.models.backbone_checks import make_mesh
+from tests.models.backbone_checks import weights_by_path
+from tests.models.tiny_configs import TINY_CONFIGS
+from tests.models.tiny_configs import tiny
+
+forward = jit_forward
+
+
+@dataclasses.dataclass
+class Reference:
+    """An unsharded backbone with random weights, its inputs and outputs."""
+
+    backbone_cls: type
+    config: dict
+    backbone: Backbone
+    weights: dict
+    inputs: dict
+    outputs: dict
+
+
+@functools.cache
+def reference(name, config_name="tiny"):
+    backbone_cls, config = tiny(name, config_name)
+    backbone = backbone_cls(**config)
+    # Constant-initialized weights (norm scales, biases) get random values
+    # too, so that a swapped or dropped one changes the outputs.
+    rng = np.random.default_rng(0)
+    for variable in backbone.weights:
+        value = keras.ops.convert_to_numpy(variable.value)
+        if np.all(value == value.flat[0]):
+            variable.assign(
+                rng.normal(0.0, 0.5, value.shape).astype(value.dtype)
+            )
+    inputs = TINY_CONFIGS[name].inputs_for(backbone, config)
+    return Reference(
+        backbone_cls,
+        config,
+        backbone,
+        weights_by_path(backbone),
+        inputs,
+        forward(backbone, inputs),
+    )
+
+
+def distribution_for(backbone_cls, mesh_shape):
+    return keras.distribution.ModelParallel(
+        layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
+        batch_dim_name="batch",
+    )
+
+
+@functools.cache
+def sharded(name, config_name, mesh_shape):
+    """`(backbone, distribution)`: the reference's weights on a mesh."""
+    ref = reference(name, config_name)
+    distribution = distribution_for(ref.backbone_cls, mesh_shape)
+    with distribution.scope():
+        backbone = ref.backbone_cls(**ref.config)
+    backbone.set_weights(ref.backbone.get_weights())
+    return backbone, distribution
