@@ -14,9 +14,8 @@ import keras
 import numpy as np
 import pytest
 
-from tests.models.backbone_checks import output_arrays
-from tests.models.tiny_configs import TINY_CONFIGS
-from tests.models.tiny_configs import tiny
+from tests.models.backbone_checks import jit_forward
+from tests.models.zoo import reference
 
 # Relative to the largest float output. Random tiny weights land between
 # 0.02 and 0.07; reading the int8 position table unscaled gave 0.8-1.6.
@@ -25,15 +24,15 @@ DENSE_TYPES = (keras.layers.Dense, keras.layers.EinsumDense)
 
 
 @pytest.mark.filterwarnings("ignore:Layer .* does not have a `quantize`")
-def test_int8_quantized_backbone_stays_close_to_float():
-    keras.utils.set_random_seed(0)
-    name = "PaliGemmaBackbone"
-    cls, config = tiny(name)
-    reference = cls(**config)
-    backbone = cls(**config)
-    backbone.set_weights(reference.get_weights())
-    inputs = TINY_CONFIGS[name].inputs_for(backbone, config, batch=2)
-    expected = output_arrays(reference.predict(inputs, verbose=0))
+# Parametrized by class so that it runs on the worker that holds the zoo's
+# PaliGemma (tests/conftest.py groups by class).
+@pytest.mark.parametrize("name", ["PaliGemmaBackbone"])
+def test_int8_quantized_backbone_stays_close_to_float(name):
+    # The zoo's float model, inputs and outputs.
+    ref = reference(name)
+    backbone = ref.backbone_cls(**ref.config)
+    backbone.set_weights(ref.backbone.get_weights())
+    inputs, expected = ref.inputs, ref.outputs
 
     # Before any call: an eager call would build layers Keras left unbuilt.
     backbone.quantize("int8")
@@ -44,7 +43,7 @@ def test_int8_quantized_backbone_stays_close_to_float():
         if type(layer) in DENSE_TYPES and layer.quantization_mode != "int8"
     ]
     assert not float_dense
-    actual = output_arrays(backbone.predict(inputs, verbose=0))
+    actual = jit_forward(backbone, inputs)
     for key, value in expected.items():
         error = np.abs(actual[key] - value).max() / np.abs(value).max()
         assert error < TOLERANCE, f"{key}: relative error {error:.3f}"
