@@ -34,6 +34,14 @@ COMMAND = "python -m tests.oracles"
 # per module that keeps oracle data.
 GENERATORS = {
     "backbones": "tests.models.test_backbone_oracles:generate_oracle_data",
+    "causal_lm": "tests.models.test_causal_lm_keras_hub:generate_oracle_data",
+    "decoder_layers": (
+        "tests.models.test_decoder_layer_oracles:generate_oracle_data"
+    ),
+    "pali_gemma_generate": (
+        "tests.models.pali_gemma.test_pali_gemma_causal_lm:generate_oracle_data"
+    ),
+    "jax_outputs": "tests.test_tensorflow_backend:generate_oracle_data",
 }
 
 

@@ -13,10 +13,14 @@ shorter than the 10 tokens are on wherever keras-hub applies them while
 decoding (each changes 4-14 of the 30 tokens when ours drops it); learned
 positions (GPT-2, OPT) catch a position offset that RoPE would not see.
 
-Each family costs one keras-hub `generate` and one of ours, each compiling
-its own loop (2.5-3.5 s of XLA compilation here), with one block unless the
-family's options need two. A separate test compares stop tokens (one
-family), and one shows that Gemma 2's soft caps matter where compared.
+keras-hub's generations are oracle data: `python -m tests.oracles
+causal_lm` runs them and stores its tokens and masks (and the logits the
+GPT-NeoX and Gemma 2 checks need) under `tests/oracle_data/causal_lm-*`;
+the tests run only ours (one compiled loop per family, one block unless the
+family's options need two) and compare. One family (`LIVE_CASE`) also runs
+keras-hub live, so a keras-hub release that generates differently shows. A
+separate test compares stop tokens (one family), and one shows that Gemma
+2's soft caps matter where compared.
 
 Weights: token embeddings with std 0.1 / sqrt(hidden), so the residual
 does not drown the blocks (otherwise tied heads repeat the last token, and
@@ -53,6 +57,7 @@ import pytest
 
 import keras_nlp.models
 from keras_nlp.saving.preset_weights import forget_deferred
+from tests import oracles
 from tests.models.tiny_configs import tiny
 
 # The comparison is one of math, run once: on JAX. Our TensorFlow loop is
@@ -175,6 +180,11 @@ CASES = {
 }
 # The family whose stop tokens are compared.
 STOP_CASE = "llama"
+# The family whose keras-hub generation is also run live.
+LIVE_CASE = "llama"
+# The families whose checks need keras-hub's logits of a forward pass.
+FORWARD_LOGITS = ("gpt_neo_x", "gemma2")
+DATA_PREFIX = "causal_lm-"
 # Causal LMs of both libraries compared to keras-hub's in another file.
 COMPARED_ELSEWHERE = {
     # Images in the prompts.
@@ -297,30 +307,84 @@ def hub_generate(case, hub_lm, inputs, stop_token_ids=None):
 @dataclasses.dataclass
 class Generated:
     ours: object  # our CausalLM
-    hub: object  # keras-hub's CausalLM
     inputs: dict
-    expected: dict  # keras-hub's outputs
+    expected: dict  # keras-hub's outputs (stored)
     actual: dict  # ours
+
+
+def hub_lm(case, oracle):
+    lm = getattr(keras_hub.models, case.task_name)(
+        backbone=oracle, preprocessor=None
+    )
+    lm.compile(sampler="greedy")
+    return lm
 
 
 @functools.cache
 def generated(name):
-    """Both models of a case and their greedy outputs, without stop ids."""
+    """Our greedy outputs of a case, without stop ids, and keras-hub's
+    (stored by `generate_oracle_data`)."""
     case = CASES[name]
-    ours, oracle = build_pair(case)
-    hub_lm = getattr(keras_hub.models, case.task_name)(
-        backbone=oracle, preprocessor=None
-    )
-    hub_lm.compile(sampler="greedy")
+    ours = build_ours(case, case.make_config()[1])
     causal_lm = getattr(keras_nlp.models, case.task_name)(ours)
-    inputs = prompts(ours.token_embedding.input_dim)
+    stored = oracles.load(DATA_PREFIX + name)
+    inputs = {k: stored[k] for k in ("token_ids", "padding_mask")}
+    expected = {k: stored["hub/" + k] for k in ("token_ids", "padding_mask")}
     return Generated(
         causal_lm,
-        hub_lm,
         inputs,
-        hub_generate(case, hub_lm, inputs),
+        expected,
         causal_lm.generate(inputs, stop_token_ids=None),
     )
+
+
+def hub_arrays(name):
+    """keras-hub's generation of a case (and the extra arrays its tests
+    need), as stored."""
+    case = CASES[name]
+    ours, oracle = build_pair(case)
+    lm = hub_lm(case, oracle)
+    inputs = prompts(ours.token_embedding.input_dim)
+    expected = hub_generate(case, lm, inputs)
+    arrays = dict(inputs)
+    arrays.update({"hub/" + k: v for k, v in expected.items()})
+    if name == STOP_CASE:
+        stop_ids = stop_ids_for(expected["token_ids"], inputs)
+        arrays["stop_ids"] = np.array(stop_ids, "int32")
+        stopped = hub_generate(case, lm, inputs, stop_ids)
+        arrays.update({"hub_stopped/" + k: v for k, v in stopped.items()})
+    if name in FORWARD_LOGITS:
+        # keras-hub's logits over the tokens the test feeds it: ours for
+        # GPT-NeoX (keras-hub's generation is wrong), keras-hub's own for
+        # Gemma 2.
+        if case.keras_hub_bug:
+            causal_lm = getattr(keras_nlp.models, case.task_name)(ours)
+            tokens = causal_lm.generate(inputs, stop_token_ids=None)
+            tokens = tokens["token_ids"]
+        else:
+            tokens = expected["token_ids"]
+        arrays["logits_tokens"] = tokens
+        arrays["hub_logits"] = forward_logits(lm, tokens)
+    return arrays
+
+
+def generate_oracle_data():
+    return {DATA_PREFIX + name: hub_arrays(name) for name in CASES}
+
+
+@pytest.mark.parametrize("name", [LIVE_CASE])
+def test_keras_hub_still_generates_the_stored_tokens(name):
+    """The stored keras-hub generations are what the installed keras-hub
+    generates (one family, live: a new version that changes generation
+    shows here; every family's backbone is checked live in
+    test_backbone_oracles.py)."""
+    case = CASES[name]
+    ours, oracle = build_pair(case)
+    stored = oracles.load(DATA_PREFIX + name)
+    inputs = {k: stored[k] for k in ("token_ids", "padding_mask")}
+    live = hub_generate(case, hub_lm(case, oracle), inputs)
+    for key, value in live.items():
+        np.testing.assert_array_equal(value, stored["hub/" + key])
 
 
 def continuations(token_ids):
@@ -377,6 +441,16 @@ def choose_stop_id(expected):
     raise AssertionError(f"no mid-way token to stop at in {rows}")
 
 
+def stop_ids_for(unstopped, inputs):
+    """A token some row generates mid-way, and a prompt token that no row
+    generates (seen only in a prompt)."""
+    stop_id = choose_stop_id(unstopped)
+    generated_ids = set(np.concatenate(continuations(unstopped)).tolist())
+    prompt_ids = inputs["token_ids"][inputs["padding_mask"].astype(bool)]
+    prompt_stop = next(t for t in prompt_ids.tolist() if t not in generated_ids)
+    return (stop_id, prompt_stop)
+
+
 def test_stop_tokens_end_rows_where_keras_hub_ends_them():
     """Both stop a row at its first generated stop id (kept), and neither
     stops at a stop id inside a prompt.
@@ -385,19 +459,15 @@ def test_stop_tokens_end_rows_where_keras_hub_ends_them():
     ours writes padding (0); keras-hub keeps generating that row until
     every row has stopped (or the width is full) and only masks it.
     """
-    case = CASES[STOP_CASE]
     result = generated(STOP_CASE)
     unstopped = result.expected["token_ids"]
-    stop_id = choose_stop_id(unstopped)
-    # A prompt token that no row generates: seen only in a prompt.
-    generated_ids = set(np.concatenate(continuations(unstopped)).tolist())
-    prompt_ids = result.inputs["token_ids"][
-        result.inputs["padding_mask"].astype(bool)
-    ]
-    prompt_stop = next(t for t in prompt_ids.tolist() if t not in generated_ids)
-    stop_ids = (stop_id, prompt_stop)
-
-    expected = hub_generate(case, result.hub, result.inputs, stop_ids)
+    stored = oracles.load(DATA_PREFIX + STOP_CASE)
+    stop_ids = tuple(stored["stop_ids"].tolist())
+    assert stop_ids == stop_ids_for(unstopped, result.inputs)
+    stop_id = stop_ids[0]
+    expected = {
+        k: stored["hub_stopped/" + k] for k in ("token_ids", "padding_mask")
+    }
     actual = result.ours.generate(result.inputs, stop_token_ids=stop_ids)
 
     # Where each row should stop: its first generated `stop_id`.
@@ -459,7 +529,10 @@ def test_gpt_neo_x_generation_follows_keras_hub_forward_pass():
     our output (its cached generation is wrong, see `CASES`)."""
     result = generated("gpt_neo_x")
     tokens = result.actual["token_ids"]
-    assert greedy_mismatches(forward_logits(result.hub, tokens), tokens) == 0
+    stored = oracles.load(DATA_PREFIX + "gpt_neo_x")
+    # The stored logits are keras-hub's over these very tokens.
+    np.testing.assert_array_equal(tokens, stored["logits_tokens"])
+    assert greedy_mismatches(stored["hub_logits"], tokens) == 0
 
 
 def test_gemma2_soft_caps_shape_the_compared_outputs():
@@ -481,8 +554,10 @@ def test_gemma2_soft_caps_shape_the_compared_outputs():
     assert greedy_mismatches(forward_logits(uncapped, tokens), tokens) > 0
 
     actual = forward_logits(result.ours, tokens)
+    stored = oracles.load(DATA_PREFIX + "gemma2")
+    np.testing.assert_array_equal(tokens, stored["logits_tokens"])
     np.testing.assert_allclose(
-        actual, forward_logits(result.hub, tokens), atol=1e-5, rtol=1e-5
+        actual, stored["hub_logits"], atol=1e-5, rtol=1e-5
     )
     final_cap = dict(case.options)["final_logit_soft_cap"]
     # |capped| > 0.9 cap means |uncapped| > 1.47 cap.
