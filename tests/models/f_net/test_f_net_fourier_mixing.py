@@ -7,9 +7,12 @@ from keras import ops
 
 from keras_nlp.layers import TransformerEncoderBlock
 from keras_nlp.models.f_net.f_net_fourier_mixing import FNetFourierMixing
-from tests.models.backbone_checks import inputs_for
+from tests.models.backbone_checks import assert_gradients_close
+from tests.models.backbone_checks import gradients
 from tests.models.backbone_checks import make_mesh
 from tests.models.tiny_configs import tiny
+from tests.models.zoo import reference
+from tests.models.zoo import sharded
 
 
 def real_dft2(x):
@@ -44,9 +47,9 @@ def test_half_precision_inputs_keep_their_dtype():
     mixing = FNetFourierMixing(dtype="bfloat16")
     y = mixing(ops.cast(x, "bfloat16"))
     assert keras.backend.standardize_dtype(y.dtype) == "bfloat16"
-    reference = real_dft2(ops.convert_to_numpy(ops.cast(x, "bfloat16")))
+    expected = real_dft2(ops.convert_to_numpy(ops.cast(x, "bfloat16")))
     np.testing.assert_allclose(
-        ops.convert_to_numpy(ops.cast(y, "float32")), reference, atol=0.2
+        ops.convert_to_numpy(ops.cast(y, "float32")), expected, atol=0.2
     )
 
 
@@ -75,53 +78,38 @@ def test_block_config_round_trips():
     np.testing.assert_array_equal(ops.convert_to_numpy(clone(x)), expected)
 
 
+def test_the_backbone_drops_no_fourier_output():
+    """keras-hub's `FNetEncoder` drops only the feed-forward output: with it
+    zeroed, training changes nothing in a block (it would with mixing
+    dropout on)."""
+    backbone_cls, config = tiny("FNetBackbone")
+    config.update(num_layers=1, dropout=0.5)
+    block = backbone_cls(**config).transformer_layers[0]
+    for variable in block.output_dense.weights:
+        variable.assign(np.zeros(variable.shape, "float32"))
+    x = np.random.default_rng(0).normal(size=(2, 6, config["hidden_dim"]))
+    x = x.astype("float32")
+    infer = ops.convert_to_numpy(block(x, training=False))
+    train = ops.convert_to_numpy(block(x, training=True))
+    np.testing.assert_array_equal(train, infer)
+    block.mixing_output_dropout = True
+    train = ops.convert_to_numpy(block(x, training=True))
+    assert not np.allclose(train, infer, atol=1e-3)
+
+
+# (2, 4): test_conformance.py's sharded gradients. The name puts this test
+# with the zoo's F-Net models (tests/conftest.py).
 @pytest.mark.multi_device
-@pytest.mark.parametrize("mesh_shape", [(1, 8), (2, 4)], ids=str)
-def test_gradients_under_a_mesh_equal_the_unsharded_ones(mesh_shape):
+@pytest.mark.parametrize("name", ["FNetBackbone"])
+def test_gradients_with_hidden_on_8_devices_equal_the_unsharded_ones(name):
     """XLA aborts compiling an FFT over an axis sharded too finely (the
     tiny hidden 32 on 8 devices), forward or backward: the layer keeps
     each example whole, so both passes compile and match."""
-    import jax
-
-    backbone_cls, config = tiny("FNetBackbone")
-    reference = backbone_cls(**config)
-    inputs = inputs_for(reference, config)
-
-    def gradients(backbone):
-        def loss(trainable, non_trainable):
-            outputs, _ = backbone.stateless_call(
-                trainable, non_trainable, inputs
-            )
-            return ops.sum(outputs["sequence_output"] ** 2) + ops.sum(
-                outputs["pooled_output"]
-            )
-
-        return jax.jit(jax.grad(loss))(
-            [v.value for v in backbone.trainable_variables],
-            [v.value for v in backbone.non_trainable_variables],
-        )
-
-    distribution = keras.distribution.ModelParallel(
-        layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
-        batch_dim_name="batch",
-    )
+    ref = reference(name, "tiny")
+    backbone, distribution = sharded(name, "tiny", (1, 8))
     with distribution.scope():
-        sharded = backbone_cls(**config)
-        sharded.set_weights(reference.get_weights())
-        actual = gradients(sharded)
-    expected = gradients(reference)
-    for variable, value, target in zip(
-        reference.trainable_variables, actual, expected, strict=True
-    ):
-        # Gradients up to ~300, summed over 96 tokens in another order
-        # on each mesh: float32 rounding reaches ~7e-5 (measured).
-        np.testing.assert_allclose(
-            np.asarray(value),
-            np.asarray(target),
-            atol=1e-4,
-            rtol=1e-4,
-            err_msg=variable.path,
-        )
+        actual = gradients(backbone, ref.inputs)
+    assert_gradients_close(actual, gradients(ref.backbone, ref.inputs))
 
 
 @pytest.mark.multi_device

@@ -21,18 +21,12 @@ SMALL = dict(
 )
 
 
-def test_registry_names_each_class_as_itself():
+def test_registry_and_presets_name_each_class_as_itself():
     assert issubclass(XLMRobertaBackbone, RobertaBackbone)
-    classes = registered_backbones()
-    assert classes["RobertaBackbone"] is RobertaBackbone
-    assert classes["XLMRobertaBackbone"] is XLMRobertaBackbone
     assert registered_backbones(RobertaBackbone) == {
         "RobertaBackbone": RobertaBackbone,
         "XLMRobertaBackbone": XLMRobertaBackbone,
     }
-
-
-def test_each_class_owns_its_presets():
     assert sorted(RobertaBackbone.presets) == [
         "roberta_base_en",
         "roberta_large_en",
@@ -65,9 +59,10 @@ def test_saved_configs_name_the_class_and_load_back_as_it(tmp_path):
     xlm, roberta = tmp_path / "xlm", tmp_path / "roberta"
     XLMRobertaBackbone(num_heads=12, **SMALL).save_to_preset(str(xlm))
     RobertaBackbone(num_heads=12, **SMALL).save_to_preset(str(roberta))
-    saved = json.loads((xlm / "config.json").read_text())
-    assert saved["class_name"] == "XLMRobertaBackbone"
-    assert saved["registered_name"] == "keras_nlp>XLMRobertaBackbone"
+    # Its registered name: test_conformance.py's preset round trip.
+    assert json.loads((xlm / "config.json").read_text())["class_name"] == (
+        "XLMRobertaBackbone"
+    )
     for caller in (Backbone, RobertaBackbone, XLMRobertaBackbone):
         assert type(caller.from_preset(str(xlm))) is XLMRobertaBackbone
     assert type(Backbone.from_preset(str(roberta))) is RobertaBackbone
