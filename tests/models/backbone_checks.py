@@ -5,10 +5,12 @@ round trip, plan == sharding, sharded == unsharded, LoRA, presets,
 causality) are in `tests/models/test_conformance.py`. Each backbone's test
 folder calls these with its own class and presets:
 
-- `assert_preset_plan_is_efficient`: a built-in preset resolves on a mesh
-  without allocating, and a 1B+ preset keeps per-device parameters within
-  2% of the ideal unless the only fallbacks are atomic heads, which the
-  plan's reasons must name.
+- `check_plan_is_efficient` (`assert_preset_plan_is_efficient` plans a
+  preset first): a plan holds no weight whole without a reason, and a 1B+
+  model keeps per-device parameters within 2% of the ideal unless the
+  only fallbacks are atomic heads, which the plan's reasons must name.
+  `tests/models/test_preset_plans.py` runs it, and `check_encoder_goals`
+  for the encoders, on every preset's plan.
 - `assert_matches_oracle`: our backbone equals keras-hub's class of the same
   name with the same weights, copied by variable path.
 """
@@ -57,6 +59,14 @@ def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
         The `LayoutPlan`, for further checks.
     """
     plan = backbone_cls.plan_layout(mesh_dict(mesh_shape), preset=preset)
+    return check_plan_is_efficient(plan, mesh_shape)
+
+
+def check_plan_is_efficient(plan, mesh_shape):
+    """A plan covers the mesh, holds no weight whole without saying why,
+    and, for 1B+ parameters, stays within `RATIO_BOUND` of the ideal
+    unless the only fallbacks are atomic heads."""
+    name = f"{plan.preset or plan.backbone} on {mesh_shape}"
     assert plan.num_devices == math.prod(mesh_shape)
     # A weight of rank >= 2 held whole was declared replicated, or fell back
     # with a reason, or its rule only names axes of size 1 on this mesh.
@@ -73,19 +83,18 @@ def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
             for axis in (entry if isinstance(entry, tuple) else (entry,))
         ]
         assert axes and all(sizes[axis] == 1 for axis in axes), (
-            f"{preset} {mesh_shape}: {weight.path} {weight.shape} is held "
-            f"whole: {weight.reason}"
+            f"{name}: {weight.path} {weight.shape} is held whole: "
+            f"{weight.reason}"
         )
     if plan.total_params >= ONE_BILLION and plan.memory_ratio > RATIO_BOUND:
         assert plan.fallbacks, (
-            f"{preset} on {mesh_shape}: ratio {plan.memory_ratio:.3f} > "
-            f"{RATIO_BOUND} without any fallback"
+            f"{name}: ratio {plan.memory_ratio:.3f} > {RATIO_BOUND} "
+            "without any fallback"
         )
         not_heads = [w.path for w in plan.fallbacks if "heads" not in w.reason]
         assert not not_heads, (
-            f"{preset} on {mesh_shape}: ratio {plan.memory_ratio:.3f} > "
-            f"{RATIO_BOUND} and these fallbacks are not atomic heads: "
-            f"{not_heads[:5]}"
+            f"{name}: ratio {plan.memory_ratio:.3f} > {RATIO_BOUND} and "
+            f"these fallbacks are not atomic heads: {not_heads[:5]}"
         )
     return plan
 
@@ -94,23 +103,20 @@ def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
 ENCODER_RATIO_GOALS = {2: 1.05, 8: 1.25}
 
 
-def assert_encoder_preset_meets_goals(backbone_cls, preset, mesh_shape):
-    """An encoder preset's plan: efficient, its fallbacks named, goals met.
+def check_encoder_goals(plan, mesh_shape):
+    """An encoder's plan: its fallbacks named, its goals met.
 
     Per-device parameters are within 5% of the ideal on a 2-way model axis
     and 25% on an 8-way one; every fallback names the dimension that did
     not divide, and only attention biases fall back (by their heads).
-
-    Returns:
-        The `LayoutPlan`.
     """
-    plan = assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape)
+    name = f"{plan.preset or plan.backbone} on {mesh_shape}"
     goal = ENCODER_RATIO_GOALS.get(mesh_shape[1])
     if goal is not None:
         assert plan.memory_ratio <= goal, (
-            f"{preset} on {mesh_shape}: ratio {plan.memory_ratio:.3f} > {goal}"
+            f"{name}: ratio {plan.memory_ratio:.3f} > {goal}"
         )
-    num_heads = backbone_cls.presets[preset].get("num_heads")
+    num_heads = plan.config.get("num_heads")
     for weight in plan.fallbacks:
         for fallback in weight.fallbacks:
             assert fallback.dim_name, (weight.path, weight.reason)
@@ -119,7 +125,6 @@ def assert_encoder_preset_meets_goals(backbone_cls, preset, mesh_shape):
         # their kernels take the hidden alternative instead.
         assert weight.path.endswith("/bias"), weight.path
         assert f"heads, size {num_heads})" in weight.reason, weight.reason
-    return plan
 
 
 def random_inputs(
@@ -461,3 +466,80 @@ def jit_forward(model, inputs, training=False):
 
 
 _JITTED = {}
+
+
+def gradients(backbone, inputs):
+    """Gradients of a scalar of every float output, per trainable variable
+    path, compiled on JAX. Traced in the caller's scope, so a sharded
+    backbone's activation layouts are in the backward pass too."""
+    import jax
+    import jax.numpy as jnp
+
+    non_trainable = [v.value for v in backbone.non_trainable_variables]
+
+    def loss(trainable):
+        outputs = backbone.stateless_call(trainable, non_trainable, inputs)[0]
+        return sum(
+            jnp.mean(jnp.square(x.astype("float32")))
+            for x in keras.tree.flatten(outputs)
+            if jnp.issubdtype(x.dtype, jnp.floating)
+        )
+
+    grads = jax.jit(jax.grad(loss))(
+        [v.value for v in backbone.trainable_variables]
+    )
+    return {
+        v.path: np.asarray(g)
+        for v, g in zip(backbone.trainable_variables, grads, strict=True)
+    }
+
+
+def assert_gradients_close(actual, expected):
+    """Same paths; values within 1e-4 relative to each largest gradient
+    (a gradient zero in exact arithmetic is float noise: 1e-6)."""
+    assert actual.keys() == expected.keys()
+    for path, gradient in expected.items():
+        atol = max(1e-4 * float(np.abs(gradient).max()), 1e-6)
+        np.testing.assert_allclose(
+            actual[path], gradient, rtol=1e-4, atol=atol, err_msg=path
+        )
+
+
+def train_then_infer(model, inputs, state=None):
+    """A training pass, then an inference pass, from `state` (the seeds;
+    by default the model's): one program, compiled once per model on JAX
+    (eager elsewhere). Call it again with the state it returns for new
+    dropout masks.
+
+    Returns:
+        `(training outputs, inference outputs, training losses, inference
+        losses, the state after the training pass)`.
+    """
+
+    def run(trainable, state, inputs):
+        train, state, train_losses = model.stateless_call(
+            trainable, state, inputs, training=True, return_losses=True
+        )
+        infer, _, infer_losses = model.stateless_call(
+            trainable, state, inputs, return_losses=True
+        )
+        return train, infer, train_losses, infer_losses, state
+
+    if keras.backend.backend() == "jax":
+        import jax
+
+        compiled = _TRAIN_THEN_INFER.get(id(model))
+        if compiled is None or compiled[0] is not model:
+            compiled = _TRAIN_THEN_INFER[id(model)] = (model, jax.jit(run))
+        run = compiled[1]
+    if state is None:
+        state = [v.value for v in model.non_trainable_variables]
+    trainable = [v.value for v in model.trainable_variables]
+    train, infer, *losses, state = run(trainable, state, inputs)
+    losses = [
+        [float(keras.ops.convert_to_numpy(x)) for x in xs] for xs in losses
+    ]
+    return output_arrays(train), output_arrays(infer), *losses, state
+
+
+_TRAIN_THEN_INFER = {}

@@ -1,18 +1,14 @@
-"""GPTNeoXAttention: declared dimension names and argument checks."""
+"""GPTNeoXAttention: declared dimensions, layout checks, its block."""
 
 import pytest
 
 from keras_nlp.distribution.dims import declared_dims
+from keras_nlp.layers.decoder_layer import DecoderLayer
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
+from tests.models.tiny_configs import tiny
 
-TINY = dict(
-    vocabulary_size=64,
-    num_layers=1,
-    num_heads=4,
-    hidden_dim=32,
-    intermediate_dim=48,
-)
+_, TINY = tiny("GPTNeoXBackbone")
 
 
 def test_fused_and_output_kernels_declare_their_dims():
@@ -46,13 +42,13 @@ def test_a_transposed_output_rule_is_rejected(monkeypatch):
         GPTNeoXBackbone.plan_layout({"batch": 2, "model": 4}, config=TINY)
 
 
-def test_rotary_percentage_outside_unit_interval_is_rejected():
-    with pytest.raises(ValueError, match=r"rotary_percentage=1.5"):
-        GPTNeoXAttention(num_heads=4, rotary_percentage=1.5)
-
-
-def test_odd_rotated_part_is_rejected_when_built():
-    # head_dim 8 * 0.375 = 3 rotated features: not pairs.
-    attention = GPTNeoXAttention(num_heads=4, rotary_percentage=0.375)
-    with pytest.raises(ValueError, match="giving 3"):
-        attention.build((None, None, 32))
+def test_block_config_round_trip():
+    model = GPTNeoXBackbone(**TINY, rotary_percentage=0.5, dropout=0.1)
+    block = model.get_layer("transformer_layer_0")
+    assert isinstance(block, DecoderLayer) and block.parallel_residual
+    config = block.get_config()
+    clone = DecoderLayer.from_config(config)
+    assert clone.get_config() == config
+    assert isinstance(clone.attention, GPTNeoXAttention)
+    assert clone.attention.rotary_percentage == 0.5
+    assert clone.attention.get_config() == block.attention.get_config()

@@ -4,10 +4,11 @@ One tiny PaliGemma 2 style model (a local block with a window shorter than
 the 4 image tokens plus the prompt, then a global one; soft caps; 8:4
 heads) generates a batch of four prompts of 2 to 6 tokens, right-padded to
 the total width as keras-hub takes them; we left-pad them. Each row must
-equal keras-hub's generation of that row alone: keras-hub batches unequal
+equal keras-hub's generation of that row alone, stored by
+`python -m tests.oracles pali_gemma_generate`: keras-hub batches unequal
 prompts by decoding from the shortest length on, re-running the longer
 prompts' last tokens causally (so its batched rows differ from its own
-one-by-one rows), hence one row per keras-hub call (one compile).
+one-by-one rows), hence one row per keras-hub call.
 """
 
 import keras
@@ -18,10 +19,11 @@ import keras_nlp.models.causal_lm as causal_lm_module
 from keras_nlp.distribution.activations import FREE
 from keras_nlp.models import PaliGemmaBackbone
 from keras_nlp.models import PaliGemmaCausalLM
-from tests.models.backbone_checks import copy_weights_by_path
+from tests import oracles
+from tests.models.backbone_checks import assign_unit_scale
 from tests.models.backbone_checks import make_mesh
-from tests.models.backbone_checks import unit_scale_oracle
 
+ORACLE_DATA = "pali_gemma-generate"
 CONFIG = dict(
     vocabulary_size=96,
     image_size=8,
@@ -48,16 +50,10 @@ WIDTH = 10
 LENGTHS = (4, 4, 2, 6)
 # Embeddings small against the blocks' outputs: unit-scale embeddings times
 # sqrt(hidden_dim) make every row repeat its last prompt token.
-SCALES = {"token_embedding": 0.125, "decoder_block_": 1.0}
+SCALES = {"token_embedding": 0.125}
 
 
-@pytest.fixture(scope="module")
-def oracle():
-    return unit_scale_oracle("PaliGemmaBackbone", CONFIG, seed=0, scales=SCALES)
-
-
-@pytest.fixture(scope="module")
-def prompts():
+def make_prompts():
     """Four images and prompts, right-padded to `WIDTH`."""
     rng = np.random.default_rng(1)
     size = CONFIG["image_size"]
@@ -73,6 +69,37 @@ def prompts():
         "token_ids": token_ids,
         "padding_mask": padding_mask,
     }
+
+
+def generate_oracle_data():
+    """keras-hub's greedy generation of each prompt alone."""
+    import keras_hub
+
+    backbone = keras_hub.models.PaliGemmaBackbone(**CONFIG)
+    assign_unit_scale(backbone, scales=SCALES)
+    hub = keras_hub.models.PaliGemmaCausalLM(
+        preprocessor=None, backbone=backbone
+    )
+    hub.compile(sampler="greedy")
+    prompts = make_prompts()
+    token_ids = [
+        hub.generate(rows(prompts, slice(row, row + 1)), stop_token_ids=None)[
+            "token_ids"
+        ][0]
+        for row in range(len(LENGTHS))
+    ]
+    return {ORACLE_DATA: {"token_ids": np.stack(token_ids)}}
+
+
+@pytest.fixture(scope="module")
+def prompts():
+    return make_prompts()
+
+
+def make_backbone():
+    backbone = PaliGemmaBackbone(**CONFIG)
+    assign_unit_scale(backbone, scales=SCALES)
+    return backbone
 
 
 def compiled_forward(causal_lm):
@@ -91,26 +118,18 @@ def rows(inputs, selected):
 
 
 @pytest.fixture(scope="module")
-def unsharded(oracle, prompts):
-    backbone = PaliGemmaBackbone(**CONFIG)
-    copy_weights_by_path(oracle, backbone)
-    causal_lm = PaliGemmaCausalLM(backbone)
+def unsharded(prompts):
+    causal_lm = PaliGemmaCausalLM(make_backbone())
     return causal_lm, causal_lm.generate(prompts, stop_token_ids=None)
 
 
-def test_matches_keras_hub_token_for_token(oracle, prompts, unsharded):
-    import keras_hub
-
+def test_matches_keras_hub_token_for_token(unsharded):
     _, ours = unsharded
-    hub = keras_hub.models.PaliGemmaCausalLM(preprocessor=None, backbone=oracle)
-    hub.compile(sampler="greedy")
     np.testing.assert_array_equal(ours["padding_mask"], 1)
+    expected = oracles.load(ORACLE_DATA)["token_ids"]
     for row in range(len(LENGTHS)):
-        expected = hub.generate(
-            rows(prompts, slice(row, row + 1)), stop_token_ids=None
-        )
         np.testing.assert_array_equal(
-            ours["token_ids"][row], expected["token_ids"][0], err_msg=row
+            ours["token_ids"][row], expected[row], err_msg=row
         )
     # Enough different tokens that a wrong mask or position shows.
     generated = ours["token_ids"][:, max(LENGTHS) :]
@@ -175,7 +194,7 @@ def test_generate_needs_images_of_the_model_size(unsharded, prompts):
 
 @pytest.mark.multi_device
 def test_sharded_2x4_equals_unsharded_with_planned_caches(
-    oracle, prompts, unsharded, monkeypatch
+    prompts, unsharded, monkeypatch
 ):
     _, expected = unsharded
     verified = []
@@ -198,8 +217,7 @@ def test_sharded_2x4_equals_unsharded_with_planned_caches(
         layout_map=layout_map, batch_dim_name="batch"
     )
     with distribution.scope():
-        backbone = PaliGemmaBackbone(**CONFIG)
-        copy_weights_by_path(oracle, backbone)
+        backbone = make_backbone()
         sharded = PaliGemmaCausalLM(backbone)
         actual = sharded.generate(prompts, stop_token_ids=None)
 

@@ -6,6 +6,8 @@ import pytest
 
 from keras_nlp.models.t5.t5_backbone import flat_heads_stay_whole
 
+pytestmark = pytest.mark.multi_device
+
 
 @pytest.mark.parametrize(
     "num_heads, whole",
