@@ -30,6 +30,12 @@ def pytest_configure(config):
         "multi_device: needs the 8-device JAX mesh (fails, never skips, "
         "without it)",
     )
+    config.addinivalue_line(
+        "markers",
+        "tensorflow_pass: CI runs it again with KERAS_BACKEND=tensorflow: "
+        "the backends' numbers agree, or the code takes TensorFlow's own "
+        "path (see .ci/run)",
+    )
 
 
 def _zoo_class(item):

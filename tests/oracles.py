@@ -45,6 +45,13 @@ GENERATORS = {
     "relative_buckets": (
         "tests.models.test_relative_buckets:generate_oracle_data"
     ),
+    "gated_feedforward": (
+        "tests.layers.test_gated_feedforward:generate_oracle_data"
+    ),
+    "shared_expert_moe": (
+        "tests.layers.test_shared_expert_moe:generate_oracle_data"
+    ),
+    "sparse_moe": "tests.layers.test_sparse_moe:generate_oracle_data",
 }
 
 

@@ -1,12 +1,17 @@
 """`CausalLM` on one device: generation, sampling, stop tokens, lengths,
 text, training, presets and config.
 
-Runs on JAX and TensorFlow. A `generate` call compiles its loop once per
-model instance, sampler, stop tokens and shape (a few seconds), so the
-tests share module-level models and call them with few shapes: most calls
-continue the prompts `PROMPTS` (5 and 3 tokens, left-padded) to
-`MAX_LENGTH`. The families' models share their shapes, so that building
-one reuses the weight initializers another compiled.
+Runs on JAX; CI runs the tests marked `tensorflow_pass` again on
+TensorFlow, where `generate` compiles its loop with `tf.function`, samples
+with TensorFlow's stateless ops, and `fit` and `predict` trace their steps
+as TensorFlow graphs.
+
+A `generate` call compiles its loop once per model instance, sampler, stop
+tokens and shape (a few seconds), so the tests share module-level models
+and call them with few shapes: most calls continue the prompts `PROMPTS`
+(5 and 3 tokens, left-padded) to `MAX_LENGTH`. The families' models share
+their shapes, so that building one reuses the weight initializers another
+compiled.
 
 The reference of generation does not use the cache: `greedy_full_forward`
 continues each prompt alone by argmax over full forward passes of the
@@ -41,6 +46,11 @@ from tests.models.causal_lm_checks import sensitive
 from tests.models.tiny_configs import backbone_class
 from tests.models.tiny_configs import tiny
 from tests.tokenizers import tiny_tokenizers
+
+# What CI runs on TensorFlow too: the generation loop (left padding per
+# position scheme, tracing, sampling, stop tokens), training, and a preset
+# and a config with `predict`.
+tensorflow_pass = pytest.mark.tensorflow_pass
 
 _DIMS = dict(vocabulary_size=96, num_layers=1, hidden_dim=32)
 _HEADS = dict(num_heads=4, intermediate_dim=64)
@@ -147,6 +157,7 @@ def llama_instance(purpose):
 ALONE_FAMILIES = ("llama_rope", "gpt2_learned_positions")
 
 
+@tensorflow_pass
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_left_padded_batch_equals_rows_alone_and_full_forward(family):
     model = family_lm(family)
@@ -174,6 +185,7 @@ def test_left_padded_batch_equals_rows_alone_and_full_forward(family):
 # === Tracing ===
 
 
+@tensorflow_pass
 def test_generate_traces_once_per_batch_prompt_and_total_length():
     outputs, traces = llama_greedy()
     start = traces[0]
@@ -219,6 +231,7 @@ def hot_generation(seed):
     )
 
 
+@tensorflow_pass
 def test_seeded_sampling_is_reproducible_and_seeds_differ():
     model = llama_instance("hot")
     first = hot_generation(1)
@@ -300,6 +313,7 @@ def renormalized(kept, temperature=1.0):
     return weights / weights.sum()
 
 
+@tensorflow_pass
 @pytest.mark.parametrize(
     "sampler, kept",
     [
@@ -325,6 +339,7 @@ def test_next_tokens_draws_from_the_truncated_distribution(sampler, kept):
     )
 
 
+@tensorflow_pass
 def test_next_tokens_temperature_sharpens_and_flattens():
     for temperature in (0.5, 3.0):
         tokens = draw(Sampler(temperature=temperature))
@@ -335,6 +350,7 @@ def test_next_tokens_temperature_sharpens_and_flattens():
         )
 
 
+@tensorflow_pass
 def test_next_tokens_greedy_and_seeds():
     np.testing.assert_array_equal(draw(get_sampler("greedy")), 1)
     np.testing.assert_array_equal(draw(Sampler(top_k=1, temperature=9.0)), 1)
@@ -399,6 +415,7 @@ def test_unknown_sampler_name():
 # === Stop tokens ===
 
 
+@tensorflow_pass
 def test_a_row_stops_at_its_stop_token_and_the_others_continue():
     reference = llama_reference()
     continuations = generated(reference, PROMPTS)
@@ -810,6 +827,7 @@ def test_compile_defaults():
     # Its accuracy metric: see the fit test.
 
 
+@tensorflow_pass
 def test_fit_on_token_ids_without_targets_lowers_the_loss():
     config = FAMILIES["llama_rope"][1]
     model = LlamaCausalLM(randomized(LlamaBackbone, config, seed=3))
@@ -931,6 +949,7 @@ def test_compute_loss_with_targets_uses_them():
 # === Presets and config ===
 
 
+@tensorflow_pass
 def test_preset_round_trip_with_tokenizer(tmp_path):
     model = text_lm()
     model.save_to_preset(tmp_path)
@@ -963,6 +982,7 @@ def test_preset_round_trip_without_tokenizer(tmp_path):
     assert type(GPT2CausalLM.from_preset(tmp_path)) is GPT2CausalLM
 
 
+@tensorflow_pass
 def test_config_round_trip_gives_the_same_logits():
     model = llama()
     config = keras.saving.serialize_keras_object(model)
