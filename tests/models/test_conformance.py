@@ -34,8 +34,10 @@ import numpy as np
 import pytest
 
 from keras_nlp.models import Backbone
+from tests.models.backbone_checks import assert_gradients_close
 from tests.models.backbone_checks import assert_outputs_close
 from tests.models.backbone_checks import assert_same_weights
+from tests.models.backbone_checks import gradients
 from tests.models.backbone_checks import spec_of
 from tests.models.tiny_configs import DECODER
 from tests.models.tiny_configs import TINY_CONFIGS
@@ -272,52 +274,17 @@ def test_sharded_output_equals_unsharded(case, mesh_shape):
     assert_outputs_close(outputs, ref.outputs, atol=ATOL)
 
 
-def _gradients(backbone, inputs):
-    """Gradients of a scalar of every float output, per trainable variable.
-
-    Traced in the caller's scope, so a sharded backbone's activation
-    layouts and fused projections are in the backward pass too.
-    """
-    import jax
-    import jax.numpy as jnp
-
-    non_trainable = [v.value for v in backbone.non_trainable_variables]
-
-    def loss(trainable):
-        outputs = backbone.stateless_call(trainable, non_trainable, inputs)[0]
-        return sum(
-            jnp.mean(jnp.square(x.astype("float32")))
-            for x in keras.tree.flatten(outputs)
-            if jnp.issubdtype(x.dtype, jnp.floating)
-        )
-
-    grads = jax.jit(jax.grad(loss))(
-        [v.value for v in backbone.trainable_variables]
-    )
-    return {
-        v.path: np.asarray(g)
-        for v, g in zip(backbone.trainable_variables, grads, strict=True)
-    }
-
-
 @multi_device
 @pytest.mark.parametrize("case", PRESET_CASES, ids=case_id)
 def test_sharded_gradients_equal_unsharded(case):
     if keras.backend.backend() != "jax":
         pytest.skip("sharding runs on JAX")
     ref = reference(*case)
-    expected = _gradients(ref.backbone, ref.inputs)
+    expected = gradients(ref.backbone, ref.inputs)
     backbone, distribution = sharded(*case, LORA_MESH)
     with distribution.scope():
-        actual = _gradients(backbone, ref.inputs)
-    assert actual.keys() == expected.keys()
-    for path, gradient in expected.items():
-        # A gradient that is zero in exact arithmetic (a key bias under
-        # softmax) is float noise either way: 1e-6 is far below the rest.
-        atol = max(1e-4 * float(np.abs(gradient).max()), 1e-6)
-        np.testing.assert_allclose(
-            actual[path], gradient, rtol=1e-4, atol=atol, err_msg=path
-        )
+        actual = gradients(backbone, ref.inputs)
+    assert_gradients_close(actual, expected)
 
 
 # === 6. LoRA under a mesh ===
