@@ -1,17 +1,28 @@
-"""SharedExpertSparseMoE: keras-hub's Qwen MoE block, paths, config, rules."""
+"""SharedExpertSparseMoE: keras-hub's Qwen MoE block, paths, config, rules.
+
+keras-hub's `QwenSparseMoeBlock` (inputs, weights, outputs and aux loss,
+with and without renormalized routing) is stored by
+`python -m tests.oracles shared_expert_moe`. The Qwen MoE backbone's live
+row in tests/models/oracle_cases.py has only a dense block, so one case
+here still builds keras-hub's block live and checks it gives the stored
+numbers.
+"""
 
 import re
 
 import keras
 import numpy as np
 import pytest
-from keras_hub.src.models.qwen_moe.qwen_moe_decoder import QwenSparseMoeBlock
 
 from keras_nlp.distribution.dims import declared_dims
 from keras_nlp.layers.shared_expert_moe import SharedExpertSparseMoE
 from keras_nlp.layers.shared_expert_moe import shared_expert_moe_rules
+from tests import oracles
 
 HIDDEN, WIDTH, SHARED = 8, 6, 10
+DATA = "shared_expert_moe-qwen_sparse_moe_block-normalize_{}"
+NORMALIZE = [False, True]
+LIVE_NORMALIZE = True
 
 
 def inputs(batch=2, length=7, seed=0):
@@ -32,8 +43,13 @@ def block(**kwargs):
     return layer
 
 
-@pytest.mark.parametrize("normalize", [False, True])
-def test_outputs_and_aux_loss_equal_keras_hubs_qwen_moe_block(normalize):
+def oracle_arrays(normalize):
+    """keras-hub's block on `inputs()`: its weights, by the path below the
+    block (its name is auto-numbered), outputs and aux losses."""
+    from keras_hub.src.models.qwen_moe.qwen_moe_decoder import (
+        QwenSparseMoeBlock,
+    )
+
     x = inputs()
     oracle = QwenSparseMoeBlock(
         HIDDEN,
@@ -45,37 +61,72 @@ def test_outputs_and_aux_loss_equal_keras_hubs_qwen_moe_block(normalize):
         router_aux_loss_coefficient=0.1,
     )
     oracle.build(x.shape)
-    ours = block(top_k=2, normalize_top_k=normalize, router_aux_loss_coef=0.1)
-    # keras-hub's block takes an auto name (`..._block_3`): compare the
-    # paths below it.
-    targets = {v.path.split("/", 1)[1]: v for v in ours.weights}
-    sources = {v.path.split("/", 1)[1]: v for v in oracle.weights}
-    assert sorted(targets) == sorted(sources)
+    arrays = {"inputs": x}
     rng = np.random.default_rng(0)
-    for path, variable in sources.items():
-        assert tuple(targets[path].shape) == tuple(variable.shape), path
+    for variable in oracle.weights:
         value = rng.normal(0, variable.shape[-2] ** -0.5, variable.shape)
         variable.assign(value.astype("float32"))
-        targets[path].assign(variable)
-    expected, _ = oracle(x, training=True)
+        path = variable.path.split("/", 1)[1]
+        arrays[f"weights/{path}"] = value.astype("float32")
+    outputs, losses = _training_call(oracle, x)
+    arrays["outputs"] = keras.ops.convert_to_numpy(outputs)
+    arrays["aux_losses"] = np.array(
+        [float(keras.ops.convert_to_numpy(v)) for v in losses], "float32"
+    )
+    return arrays
+
+
+def _training_call(layer, x):
+    """`layer(x, training=True)`'s outputs and losses; on JAX compiled as
+    one program (eagerly, op by op, it takes several times longer)."""
+    if keras.backend.backend() != "jax":
+        outputs, _ = layer(x, training=True)
+        return outputs, layer.losses
+    import jax
+
+    (outputs, _), _, losses = jax.jit(
+        lambda t, n, x: layer.stateless_call(
+            t, n, x, training=True, return_losses=True
+        )
+    )(
+        [v.value for v in layer.trainable_variables],
+        [v.value for v in layer.non_trainable_variables],
+        x,
+    )
+    return outputs, losses
+
+
+def generate_oracle_data():
+    return {DATA.format(n): oracle_arrays(n) for n in NORMALIZE}
+
+
+@pytest.mark.parametrize("normalize", NORMALIZE)
+def test_outputs_and_aux_loss_equal_keras_hubs_qwen_moe_block(normalize):
+    stored = oracles.load(DATA.format(normalize))
+    sources = {k.split("/", 1)[1]: v for k, v in stored.items() if "/" in k}
+    x, expected = stored["inputs"], stored["outputs"]
+    ours = block(top_k=2, normalize_top_k=normalize, router_aux_loss_coef=0.1)
+    targets = {v.path.split("/", 1)[1]: v for v in ours.weights}
+    assert sorted(targets) == sorted(sources)
+    for path, value in sources.items():
+        assert tuple(targets[path].shape) == value.shape, path
+        targets[path].assign(value)
     actual = ours(x, training=True)
     np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(actual),
-        keras.ops.convert_to_numpy(expected),
-        atol=1e-5,
-        rtol=1e-5,
+        keras.ops.convert_to_numpy(actual), expected, atol=1e-5, rtol=1e-5
     )
     np.testing.assert_allclose(
-        [float(loss) for loss in ours.losses],
-        [float(loss) for loss in oracle.losses],
-        rtol=1e-5,
+        [float(loss) for loss in ours.losses], stored["aux_losses"], rtol=1e-5
     )
     # The shared expert counts: without its gate the outputs differ.
     ours.shared_expert_gate.kernel.assign(np.full((HIDDEN, 1), -30.0))
-    gap = keras.ops.convert_to_numpy(ours(x)) - keras.ops.convert_to_numpy(
-        expected
-    )
+    gap = keras.ops.convert_to_numpy(ours(x)) - expected
     assert np.abs(gap).max() > 1e-2
+
+
+def test_keras_hubs_qwen_moe_block_still_gives_the_stored_outputs():
+    name = DATA.format(LIVE_NORMALIZE)
+    oracles.assert_oracle_unchanged(name, oracle_arrays(LIVE_NORMALIZE))
 
 
 def test_paths_config_round_trip_and_rules():

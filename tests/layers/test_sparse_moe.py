@@ -1,4 +1,11 @@
-"""SparseMoE: routing math, variable names, keras-hub blocks, rules."""
+"""SparseMoE: routing math, variable names, keras-hub blocks, rules.
+
+keras-hub's Mixtral, Qwen 3 MoE and GPT-OSS sparse blocks (inputs,
+weights, outputs) are stored by `python -m tests.oracles sparse_moe`; no
+test here builds them live: the Mixtral, Qwen 3 MoE and GPT-OSS backbones'
+live rows in tests/models/oracle_cases.py run keras-hub's blocks against
+their stored outputs (tests/models/test_backbone_oracles.py).
+"""
 
 import re
 import textwrap
@@ -6,9 +13,6 @@ import textwrap
 import keras
 import numpy as np
 import pytest
-from keras_hub.src.models.gpt_oss import gpt_oss_decoder
-from keras_hub.src.models.mixtral import mixtral_decoder
-from keras_hub.src.models.qwen3_moe import qwen3_moe_decoder
 
 from keras_nlp.distribution import DATA
 from keras_nlp.distribution import EXPERT
@@ -17,9 +21,14 @@ from keras_nlp.layers.layout_rules import sparse_moe_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.layers.sparse_moe import configure_experts
 from keras_nlp.models import MixtralBackbone
+from tests import oracles
 from tests.layers.test_expert_dispatch import looped_slots
 
 HIDDEN, WIDTH = 8, 6
+# Blocks whose weights a test draws or copies (or only names) start at
+# zeros: a random initializer compiles a program for each new weight shape
+# (seconds per block on two cores) only to be overwritten.
+ZEROS = "zeros"
 
 
 def inputs(batch=2, length=5, seed=0):
@@ -36,6 +45,22 @@ def randomize(layer, seed=0, scale=1.0):
             fan_in = variable.shape[0]
         value = rng.normal(0, scale * fan_in**-0.5, variable.shape)
         variable.assign(value.astype("float32"))
+
+
+def forward(layer, x):
+    """`layer(x)` as a NumPy array; on JAX compiled as one program (an
+    eager call compiles every op on its first shapes: several times
+    slower). A fresh program each call: it follows the layer's options."""
+    if keras.backend.backend() != "jax":
+        return keras.ops.convert_to_numpy(layer(x))
+    import jax
+
+    outputs, _ = jax.jit(layer.stateless_call)(
+        [v.value for v in layer.trainable_variables],
+        [v.value for v in layer.non_trainable_variables],
+        x,
+    )
+    return np.asarray(outputs)
 
 
 def numpy_moe(x, router, gate, intermediate, output, top_k, normalize):
@@ -63,7 +88,13 @@ def numpy_moe(x, router, gate, intermediate, output, top_k, normalize):
 @pytest.mark.parametrize("normalize", [True, False])
 @pytest.mark.parametrize("num_experts, top_k", [(4, 2), (3, 1), (5, 5)])
 def test_equals_a_per_token_loop(num_experts, top_k, normalize):
-    moe = SparseMoE(num_experts, WIDTH, top_k=top_k, normalize_top_k=normalize)
+    moe = SparseMoE(
+        num_experts,
+        WIDTH,
+        top_k=top_k,
+        normalize_top_k=normalize,
+        kernel_initializer=ZEROS,
+    )
     x = inputs()
     moe.build(x.shape)
     randomize(moe)
@@ -77,12 +108,13 @@ def test_equals_a_per_token_loop(num_experts, top_k, normalize):
         top_k,
         normalize,
     )
-    actual = keras.ops.convert_to_numpy(moe(x))
-    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
+    np.testing.assert_allclose(forward(moe, x), expected, atol=1e-5, rtol=1e-5)
 
 
 def test_default_variable_paths_are_mixtral_s():
-    moe = SparseMoE(4, WIDTH, name="mixtral_sparse_moe_block")
+    moe = SparseMoE(
+        4, WIDTH, kernel_initializer=ZEROS, name="mixtral_sparse_moe_block"
+    )
     moe.build((None, None, HIDDEN))
     prefix = "mixtral_sparse_moe_block/"
     assert {v.path: tuple(v.shape) for v in moe.weights} == {
@@ -109,6 +141,7 @@ def test_sublayer_names_rename_the_paths():
         WIDTH,
         fused_gate_intermediate=True,
         sublayer_names=names,
+        kernel_initializer=ZEROS,
         name="moe",
     )
     moe.build((None, None, HIDDEN))
@@ -124,10 +157,16 @@ def test_sublayer_names_rename_the_paths():
 
 def test_fused_gate_intermediate_equals_separate_weights():
     x = inputs()
-    separate = SparseMoE(4, WIDTH, top_k=2)
+    separate = SparseMoE(4, WIDTH, top_k=2, kernel_initializer=ZEROS)
     separate.build(x.shape)
     randomize(separate)
-    fused = SparseMoE(4, WIDTH, top_k=2, fused_gate_intermediate=True)
+    fused = SparseMoE(
+        4,
+        WIDTH,
+        top_k=2,
+        fused_gate_intermediate=True,
+        kernel_initializer=ZEROS,
+    )
     fused.build(x.shape)
     bank = separate.experts
     fused.router.kernel.assign(separate.router.kernel)
@@ -143,57 +182,106 @@ def test_fused_gate_intermediate_equals_separate_weights():
 
 
 def copy_by_name(source, target):
-    """Copies weights by the last two path segments (block names differ)."""
+    """Copies stored weights by their last two path segments (the blocks'
+    names differ)."""
     targets = {"/".join(v.path.split("/")[-2:]): v for v in target.weights}
-    assert len(targets) == len(source.weights)
-    for variable in source.weights:
-        targets["/".join(variable.path.split("/")[-2:])].assign(variable)
+    assert sorted(targets) == sorted(source)
+    for name, value in source.items():
+        assert tuple(targets[name].shape) == value.shape, name
+        targets[name].assign(value)
 
 
-@pytest.mark.parametrize("num_experts, top_k", [(4, 2), (3, 1)])
-def test_equals_keras_hub_mixtral_block(num_experts, top_k):
-    x = inputs(length=7)
-    oracle = mixtral_decoder.MixtralSparseMoeBlock(
-        HIDDEN, WIDTH, num_experts, top_k=top_k
+MIXTRAL = [(4, 2), (3, 1)]
+QWEN3_NORMALIZE = [True, False]
+
+
+def _oracle_block(kind, option):
+    from keras_hub.src.models.gpt_oss import gpt_oss_decoder
+    from keras_hub.src.models.mixtral import mixtral_decoder
+    from keras_hub.src.models.qwen3_moe import qwen3_moe_decoder
+
+    if kind == "mixtral":
+        num_experts, top_k = option
+        return mixtral_decoder.MixtralSparseMoeBlock(
+            HIDDEN, WIDTH, num_experts, top_k=top_k
+        )
+    if kind == "qwen3_moe":
+        return qwen3_moe_decoder.Qwen3SparseMoeBlock(
+            HIDDEN, WIDTH, num_experts=6, top_k=3, norm_top_k_prob=option
+        )
+    return gpt_oss_decoder.GptOssSparseMoeBlock(
+        HIDDEN, WIDTH, num_experts=5, top_k=2
     )
+
+
+def oracle_name(kind, option=None):
+    if kind == "mixtral":
+        return "sparse_moe-mixtral-e{}_top{}".format(*option)
+    if kind == "qwen3_moe":
+        return f"sparse_moe-qwen3_moe-normalize_{option}"
+    return "sparse_moe-gpt_oss"
+
+
+def oracle_arrays(kind, option=None):
+    """keras-hub's block on `inputs(length=7)` with `randomize`d weights
+    (by their last two path segments) and its outputs."""
+    x = inputs(length=7)
+    oracle = _oracle_block(kind, option)
     oracle.build(x.shape)
-    randomize(oracle)
-    ours = SparseMoE(num_experts, WIDTH, top_k=top_k)
-    ours.build(x.shape)
-    copy_by_name(oracle, ours)
+    # GPT-OSS: weights 4x the unit scale, so the clamp at 7 engages.
+    randomize(oracle, scale=4.0 if kind == "gpt_oss" else 1.0)
+    arrays = {"inputs": x}
+    for variable in oracle.weights:
+        name = "/".join(variable.path.split("/")[-2:])
+        arrays[f"weights/{name}"] = keras.ops.convert_to_numpy(variable)
     expected, _ = oracle(x)
+    arrays["outputs"] = keras.ops.convert_to_numpy(expected)
+    return arrays
+
+
+def generate_oracle_data():
+    cases = [("mixtral", option) for option in MIXTRAL]
+    cases += [("qwen3_moe", option) for option in QWEN3_NORMALIZE]
+    cases.append(("gpt_oss", None))
+    return {oracle_name(*case): oracle_arrays(*case) for case in cases}
+
+
+def stored_block(kind, option=None):
+    """The stored inputs, weights `{last two segments: value}`, outputs."""
+    stored = oracles.load(oracle_name(kind, option))
+    weights = {k.split("/", 1)[1]: v for k, v in stored.items() if "/" in k}
+    return stored["inputs"], weights, stored["outputs"]
+
+
+@pytest.mark.parametrize("num_experts, top_k", MIXTRAL)
+def test_equals_keras_hub_mixtral_block(num_experts, top_k):
+    x, weights, expected = stored_block("mixtral", (num_experts, top_k))
+    ours = SparseMoE(num_experts, WIDTH, top_k=top_k, kernel_initializer=ZEROS)
+    ours.build(x.shape)
+    copy_by_name(weights, ours)
     np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(ours(x)),
-        keras.ops.convert_to_numpy(expected),
-        atol=1e-5,
-        rtol=1e-5,
+        keras.ops.convert_to_numpy(ours(x)), expected, atol=1e-5, rtol=1e-5
     )
 
 
-@pytest.mark.parametrize("normalize", [True, False])
+@pytest.mark.parametrize("normalize", QWEN3_NORMALIZE)
 def test_fused_layout_equals_keras_hub_qwen3_moe_block(normalize):
-    x = inputs(length=7)
-    oracle = qwen3_moe_decoder.Qwen3SparseMoeBlock(
-        HIDDEN, WIDTH, num_experts=6, top_k=3, norm_top_k_prob=normalize
-    )
-    oracle.build(x.shape)
-    randomize(oracle)
+    x, weights, expected = stored_block("qwen3_moe", normalize)
     ours = SparseMoE(
         6,
         WIDTH,
         top_k=3,
         normalize_top_k=normalize,
         fused_gate_intermediate=True,
+        kernel_initializer=ZEROS,
     )
     ours.build(x.shape)
-    copy_by_name(oracle, ours)
-    expected, _ = oracle(x)
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(ours(x)),
-        keras.ops.convert_to_numpy(expected),
-        atol=1e-5,
-        rtol=1e-5,
-    )
+    copy_by_name(weights, ours)
+    actual = keras.ops.convert_to_numpy(ours(x))
+    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
+    # The comparison is sharp: the other routing normalization differs.
+    ours.normalize_top_k = not normalize
+    assert np.abs(keras.ops.convert_to_numpy(ours(x)) - actual).max() > 1e-2
 
 
 # GPT-OSS's block: keras-hub's paths under the block's name.
@@ -217,14 +305,15 @@ GPT_OSS_OPTIONS = dict(
 
 
 def test_gpt_oss_options_equal_keras_hub_gpt_oss_block():
-    x = inputs(length=7)
-    oracle = gpt_oss_decoder.GptOssSparseMoeBlock(
-        HIDDEN, WIDTH, num_experts=5, top_k=2
+    x, weights, expected = stored_block("gpt_oss")
+    ours = SparseMoE(
+        5,
+        WIDTH,
+        top_k=2,
+        kernel_initializer=ZEROS,
+        name="moe",
+        **GPT_OSS_OPTIONS,
     )
-    oracle.build(x.shape)
-    # Weights 4x the unit scale: the clamp at 7 engages.
-    randomize(oracle, scale=4.0)
-    ours = SparseMoE(5, WIDTH, top_k=2, name="moe", **GPT_OSS_OPTIONS)
     ours.build(x.shape)
     assert {v.path: tuple(v.shape) for v in ours.weights} == {
         "moe/router/router_dense/kernel": (HIDDEN, 5),
@@ -234,16 +323,13 @@ def test_gpt_oss_options_equal_keras_hub_gpt_oss_block():
         "moe/experts/down_proj": (5, WIDTH, HIDDEN),
         "moe/experts/down_proj_bias": (5, HIDDEN),
     }
-    copy_by_name(oracle, ours)
+    copy_by_name(weights, ours)
     experts = ours.experts
     gate_up = np.einsum("bsh,ehf->bsef", x, experts.gate.numpy())
     gate_up += experts.gate_bias.numpy()
     assert np.mean(np.abs(gate_up) > 7.0) > 0.05
-    expected, _ = oracle(x)
     actual = keras.ops.convert_to_numpy(ours(x))
-    np.testing.assert_allclose(
-        actual, keras.ops.convert_to_numpy(expected), atol=1e-5, rtol=1e-5
-    )
+    np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
     # Without the clamp (or with the halves layout) the outputs differ.
     experts.clamp_limit = None
     assert np.abs(keras.ops.convert_to_numpy(ours(x)) - actual).max() > 1e-2
@@ -270,7 +356,9 @@ def test_gpt_oss_options_equal_keras_hub_gpt_oss_block():
 
 def test_aux_loss_ignores_padding_and_only_in_training():
     x = inputs()
-    moe = SparseMoE(4, WIDTH, top_k=2, router_aux_loss_coef=0.5)
+    moe = SparseMoE(
+        4, WIDTH, top_k=2, router_aux_loss_coef=0.5, kernel_initializer=ZEROS
+    )
     moe.build(x.shape)
     randomize(moe)
     moe(x)
@@ -387,7 +475,10 @@ def sparse_and_dense(seed=0, router_bias=None, scale=1.0, **kwargs):
         ("auto", no_drop),
     ):
         block = SparseMoE(
-            compute=compute, capacity_factor=capacity_factor, **kwargs
+            compute=compute,
+            capacity_factor=capacity_factor,
+            kernel_initializer=ZEROS,
+            **kwargs,
         )
         block.build((None, None, HIDDEN))
         randomize(block, seed, scale)
@@ -452,13 +543,13 @@ def test_sparse_equals_dense_outputs_and_gradients(case):
     x = inputs(batch=3, length=7)
     x[..., 0] = 1.0
     y_dense, grads_dense = outputs_and_gradients(dense, x)
-    for block in (sparse, slotted):
-        y_sparse, grads_sparse = outputs_and_gradients(block, x)
+    results = [outputs_and_gradients(block, x) for block in (sparse, slotted)]
+    for y_sparse, grads_sparse in results:
         np.testing.assert_allclose(y_sparse, y_dense, atol=1e-5, rtol=1e-5)
         assert len(grads_sparse) == len(grads_dense)
         for g_sparse, g_dense in zip(grads_sparse, grads_dense, strict=True):
             np.testing.assert_allclose(g_sparse, g_dense, atol=1e-4, rtol=1e-4)
-    y_sparse, grads_sparse = outputs_and_gradients(sparse, x)
+    _, grads_sparse = results[0]
     if keras.backend.backend() == "jax" and case == "an_idle_expert":
         # The idle expert's weights (gate: trainable variable 1) get no
         # gradient on either path; the others do.
@@ -470,7 +561,9 @@ def test_sparse_equals_dense_outputs_and_gradients(case):
 def test_a_full_expert_drops_the_later_pairs(capacity_factor):
     options = dict(num_experts=4, top_k=2, intermediate_dim=WIDTH)
     _, dense, _ = sparse_and_dense(**options)
-    slotted = SparseMoE(capacity_factor=capacity_factor, **options)
+    slotted = SparseMoE(
+        capacity_factor=capacity_factor, kernel_initializer=ZEROS, **options
+    )
     slotted.build((None, None, HIDDEN))
     slotted.set_weights(dense.get_weights())
     x = inputs(batch=2, length=9)
@@ -531,7 +624,7 @@ def test_configure_experts_switches_every_block():
         "token_ids": np.arange(12, dtype="int32").reshape(2, 6),
         "padding_mask": np.ones((2, 6), "int32"),
     }
-    reference = keras.ops.convert_to_numpy(model(x))
+    reference = forward(model, x)
     assert configure_experts(model, capacity_factor=4.0) == 2
     blocks = [
         layer
@@ -539,9 +632,7 @@ def test_configure_experts_switches_every_block():
         if isinstance(layer, SparseMoE)
     ]
     assert [b.experts.capacity_factor for b in blocks] == [4.0, 4.0]
-    np.testing.assert_allclose(
-        keras.ops.convert_to_numpy(model(x)), reference, atol=1e-5
-    )
+    np.testing.assert_allclose(forward(model, x), reference, atol=1e-5)
     with pytest.raises(ValueError, match="compute='dense'"):
         configure_experts(model, compute="dense", capacity_factor=2.0)
     with pytest.raises(ValueError, match="has no SparseMoE block"):
