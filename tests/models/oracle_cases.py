@@ -932,20 +932,26 @@ def _bidirectional_response(model):
         layer.call = prefix_only
 
 
-def _rows(prefix, backbone, base, variants, live, **common):
+def _rows(prefix, backbone, base, variants, live, logits=(), **common):
     """One row per `(name, config options[, row options])` of `variants`,
     `{prefix}-{name}`, with `base` and `common` row arguments; the row
-    named `live` is the family's live one."""
-    return [
-        OracleCase(
-            id=f"{prefix}-{name}",
-            backbone=backbone,
-            config=dict(base, **options),
-            live=name == live,
-            **dict(common, **(more[0] if more else {})),
+    named `live` is the family's live one, those named in `logits` also
+    store the logits (the reversed embedding: tied or not, soft-capped)."""
+    rows = []
+    for name, options, *more in variants:
+        arguments = dict(common, **(more[0] if more else {}))
+        if name in logits:
+            arguments["extras"] = ("logits",)
+        rows.append(
+            OracleCase(
+                id=f"{prefix}-{name}",
+                backbone=backbone,
+                config=dict(base, **options),
+                live=name == live,
+                **arguments,
+            )
         )
-        for name, options, *more in variants
-    ]
+    return rows
 
 
 # Gemma 3 with its vision encoder: 16x16 images, 4x4 patches pooled 2x2, so
@@ -1216,7 +1222,7 @@ DECODER_CASES = [
             ),
         ],
         live="mha_4_4-untied",
-        extras=("logits",),
+        logits=("gqa_8_2-llama3_1_tied", "mha_4_4-untied"),
     ),
     # 1, 2, 4 and 8 heads take ALiBi's power-of-two slopes; 3 and 6 heads
     # the interleaved ones. The tied embedding gives the logits.
@@ -1232,7 +1238,7 @@ DECODER_CASES = [
             )
         ],
         live="heads1",
-        extras=("logits",),
+        logits=("heads6_options",),
     ),
     *_rows(
         "falcon",
@@ -1256,7 +1262,7 @@ DECODER_CASES = [
             ),
         ],
         live="heads1",
-        extras=("logits",),
+        logits=("heads4_epsilon_0.5",),
     ),
     *_rows(
         "gpt2",
@@ -1267,7 +1273,7 @@ DECODER_CASES = [
             for name, shape in _GPT2_OPT + [("heads5", (5, 40, 96, 0.1, 32))]
         ],
         live="heads1",
-        extras=("logits",),
+        logits=("heads4_dropout",),
     ),
     *_rows(
         "opt",
@@ -1278,7 +1284,7 @@ DECODER_CASES = [
             for name, shape in _GPT2_OPT + [("heads12", (12, 48, 96, 0.1, 32))]
         ],
         live="heads1",
-        extras=("logits",),
+        logits=("heads4_dropout",),
     ),
     # head_dim is 64 / heads; every config rotates an even number of
     # features. keras-hub's attention takes its fused path where Keras has
@@ -1522,7 +1528,7 @@ DECODER_CASES = [
             ],
         ],
         live="gqa_6_2",
-        extras=("logits",),
+        logits=("gqa_6_2", "gqa_14_2-untied"),
     ),
     # As Qwen's; qwen3_0.6b's 2 query heads per key/value head, and
     # head_dim * heads (128) twice hidden_dim. The default window (32768)
@@ -1561,7 +1567,7 @@ DECODER_CASES = [
             ],
         ],
         live="gqa_8_4",
-        extras=("logits",),
+        logits=("gqa_8_4", "gqa_6_2-window_5-untied"),
     ),
     # keras-hub's Qwen 3 MoE attention on its explicit path (see Qwen 3).
     *_rows(
@@ -1667,7 +1673,7 @@ DECODER_CASES = [
             ("gemma2-mqa_8_1", dict(_heads(8, 1), **_GEMMA_2)),
         ],
         live="mqa_8_1",
-        extras=("logits",),
+        logits=("mqa_8_1", "gemma2-gqa_8_4", "gemma2-mqa_8_1"),
         oracle_fix=_gemma_query_scale,
     ),
     *_rows(
@@ -1726,7 +1732,7 @@ DECODER_CASES = [
             ),
         ],
         live="mha_4_4_no_qk_norm",
-        extras=("logits",),
+        logits=("mqa_4_1_qk_norm_window", "gqa_8_4_qk_norm_caps"),
         oracle_fix=_gemma_query_scale,
     ),
     # With its vision encoder (every position: row 0 is right-padded).
