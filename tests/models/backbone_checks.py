@@ -2,21 +2,24 @@
 
 The checks every enrolled backbone passes for every tiny config (config
 round trip, plan == sharding, sharded == unsharded, LoRA, presets,
-causality) are in `tests/models/test_conformance.py`. Each backbone's test
-folder calls these with its own class and presets:
+causality) are in `tests/models/test_conformance.py`; the tables of
+`tests/models/` call these:
 
-- `check_plan_is_efficient` (`assert_preset_plan_is_efficient` plans a
-  preset first): a plan holds no weight whole without a reason, and a 1B+
-  model keeps per-device parameters within 2% of the ideal unless the
-  only fallbacks are atomic heads, which the plan's reasons must name.
+- `check_plan_is_efficient`: a plan holds no weight whole without a
+  reason, and a 1B+ model keeps per-device parameters within 2% of the
+  ideal unless the only fallbacks are atomic heads, which the plan's
+  reasons must name.
   `tests/models/test_preset_plans.py` runs it, and `check_encoder_goals`
   for the encoders, on every preset's plan.
-- `assert_matches_oracle`: our backbone equals keras-hub's class of the same
-  name with the same weights, copied by variable path.
+- `assign_unit_scale`: deterministic weights drawn by variable path, so
+  our model and an oracle (or one model on two backends) get the same
+  ones; `tests/models/test_backbone_oracles.py` compares with keras-hub's
+  stored outputs.
+- `jit_forward`, `gradients`, `train_then_infer`: one compiled program per
+  model on JAX (an eager call compiles op by op).
 """
 
 import math
-import re
 import zlib
 
 import keras
@@ -50,16 +53,6 @@ def spec_of(variable):
     """The JAX sharding spec of a variable, padded to its rank."""
     spec = tuple(variable.value.sharding.spec)
     return spec + (None,) * (len(variable.shape) - len(spec))
-
-
-def assert_preset_plan_is_efficient(backbone_cls, preset, mesh_shape):
-    """Resolves `preset` on `mesh_shape` and checks its memory ratio.
-
-    Returns:
-        The `LayoutPlan`, for further checks.
-    """
-    plan = backbone_cls.plan_layout(mesh_dict(mesh_shape), preset=preset)
-    return check_plan_is_efficient(plan, mesh_shape)
 
 
 def check_plan_is_efficient(plan, mesh_shape):
@@ -200,149 +193,6 @@ def assert_outputs_close(actual, expected, atol=1e-5, rtol=None):
                 rtol=atol if rtol is None else rtol,
                 err_msg=name,
             )
-
-
-def copy_weights_by_path(source, target, seed=0):
-    """Gives `target` the weights of `source`, matched by variable path.
-
-    Normalization scales and biases, which initialize to constants, are
-    first randomized on `source` so that a swapped or ignored one shows up
-    in the outputs.
-    """
-    source_weights = {v.path: v for v in source.weights}
-    target_weights = {v.path: v for v in target.weights}
-    assert sorted(source_weights) == sorted(target_weights), (
-        "variable paths differ: only in source "
-        f"{sorted(set(source_weights) - set(target_weights))}, only in "
-        f"target {sorted(set(target_weights) - set(source_weights))}"
-    )
-    rng = np.random.default_rng(seed)
-    for path, variable in source_weights.items():
-        assert tuple(target_weights[path].shape) == tuple(variable.shape), path
-        if path.rsplit("/", 1)[-1] in ("scale", "gamma", "beta", "bias"):
-            value = rng.normal(0.0, 0.5, variable.shape).astype(variable.dtype)
-            variable.assign(value)
-        target_weights[path].assign(keras.ops.convert_to_numpy(variable))
-
-
-def assert_matches_oracle(ours, oracle, inputs, atol=1e-5):
-    """Copies the oracle's weights into ours and compares the outputs.
-
-    Only real tokens are compared: a padded query attends to no key, so its
-    output is undefined and differs between backends' attention kernels.
-
-    Returns:
-        The largest absolute difference over real tokens.
-    """
-    copy_weights_by_path(oracle, ours)
-    expected = keras.ops.convert_to_numpy(oracle(inputs))
-    actual = keras.ops.convert_to_numpy(ours(inputs))
-    assert actual.shape == expected.shape
-    real = np.asarray(inputs["padding_mask"]).astype(bool)
-    np.testing.assert_allclose(
-        actual[real], expected[real], atol=atol, rtol=atol
-    )
-    return float(np.max(np.abs(actual[real] - expected[real])))
-
-
-def assert_encoder_matches_oracle(ours, oracle, inputs, atol=1e-5):
-    """Like `assert_matches_oracle`, on every output and every position.
-
-    In an encoder a padded query still attends to the real keys, so its
-    output is defined: padded positions are compared too.
-
-    Returns:
-        The largest absolute difference over all outputs.
-    """
-    copy_weights_by_path(oracle, ours)
-    expected = output_arrays(oracle(inputs))
-    actual = output_arrays(ours(inputs))
-    assert_outputs_close(actual, expected, atol=atol)
-    return max(
-        float(np.max(np.abs(actual[name] - value)))
-        for name, value in expected.items()
-    )
-
-
-def unit_scale_oracle(class_name, config, seed=0, scales=None):
-    """keras-hub's `class_name` with unit-scale random weights.
-
-    Kernels draw from N(0, 1/fan_in) and every other weight from N(0, 1),
-    so attention is far from uniform and a wrong activation, position,
-    segment or epsilon shows in the outputs. `scales` maps a path prefix
-    to the standard deviation of the weights under it instead.
-    """
-    import keras_hub
-
-    keras.utils.set_random_seed(seed)
-    oracle = getattr(keras_hub.models, class_name)(**config)
-    rng = np.random.default_rng(seed)
-    for variable in oracle.weights:
-        scale = variable.shape[0] ** -0.5 if len(variable.shape) > 1 else 1
-        for prefix, prefix_scale in (scales or {}).items():
-            if variable.path.startswith(prefix):
-                scale = prefix_scale
-        variable.assign(
-            rng.normal(0.0, scale, variable.shape).astype("float32")
-        )
-    return oracle
-
-
-def unit_scale_pair(ours_cls, config, auto_named=(), seed=0):
-    """Ours and keras-hub's class of the same name, same unit-scale weights.
-
-    Kernels draw from N(0, 1/fan_in) (an attention output kernel's fan-in
-    is heads x head_dim), embeddings from N(0, 1) and rank-1 weights from
-    N(0, 0.5), so routing and attention are far from uniform.
-
-    Args:
-        ours_cls: our backbone class; keras-hub's has the same name.
-        config: arguments both accept.
-        auto_named: names of keras-hub layers that take Keras auto names,
-            unique per session (`qwen_sparse_moe_block_3`); their suffix is
-            dropped to match ours.
-        seed: int.
-
-    Returns:
-        `(ours, oracle)`.
-    """
-    import keras_hub
-
-    keras.utils.set_random_seed(seed)
-    oracle = getattr(keras_hub.models, ours_cls.__name__)(**config)
-    ours = ours_cls(**config)
-    pattern = re.compile(rf"({'|'.join(map(re.escape, auto_named))})_\d+/")
-    targets = {v.path: v for v in ours.weights}
-    sources = {
-        (pattern.sub(r"\1/", v.path) if auto_named else v.path): v
-        for v in oracle.weights
-    }
-    assert sorted(sources) == sorted(targets)
-    rng = np.random.default_rng(seed)
-    for path, variable in sources.items():
-        shape = tuple(variable.shape)
-        assert tuple(targets[path].shape) == shape, path
-        if len(shape) == 1:
-            scale = 0.5
-        elif path.endswith("embeddings"):
-            scale = 1.0
-        elif "attention_output" in path:
-            scale = (shape[0] * shape[1]) ** -0.5
-        else:
-            scale = shape[-2] ** -0.5
-        value = rng.normal(0.0, scale, shape).astype("float32")
-        variable.assign(value)
-        targets[path].assign(value)
-    return ours, oracle
-
-
-def assert_dropout_in_training(ours, oracle, inputs):
-    """With the oracle's weights, training draws masks; inference doesn't."""
-    copy_weights_by_path(oracle, ours)
-    train = output_arrays(ours(inputs, training=True))["sequence_output"]
-    infer = output_arrays(ours(inputs, training=False))["sequence_output"]
-    assert np.all(np.isfinite(train))
-    assert not np.allclose(train, infer)
 
 
 def randomized(backbone_cls, config, seed=0):

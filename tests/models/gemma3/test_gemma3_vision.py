@@ -17,11 +17,9 @@ import pytest
 from keras_nlp.models import Backbone
 from keras_nlp.models.gemma3 import Gemma3Backbone
 from keras_nlp.saving.preset_files import PresetError
-from tests.models.backbone_checks import MESHES
-from tests.models.backbone_checks import assert_preset_plan_is_efficient
 from tests.models.backbone_checks import assign_unit_scale
+from tests.models.backbone_checks import jit_forward
 from tests.models.backbone_checks import make_mesh
-from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import spec_of
 from tests.models.oracle_cases import GEMMA3_VISION as VISION
 from tests.models.oracle_cases import GEMMA3_VISION_CONFIG as CONFIG
@@ -80,7 +78,7 @@ def test_text_only_model_has_no_vision_inputs():
 @pytest.mark.parametrize("mesh_shape", [(1, 8)], ids=str)
 def test_sharded_matches_unsharded(mesh_shape):
     ours, inputs = make_ours(), gemma3_vision_inputs()
-    expected = output_arrays(ours(inputs))["sequence_output"]
+    expected = jit_forward(ours, inputs)["sequence_output"]
     distribution = keras.distribution.ModelParallel(
         layout_map=Gemma3Backbone.get_layout_map(make_mesh(mesh_shape)),
         batch_dim_name="batch",
@@ -89,22 +87,12 @@ def test_sharded_matches_unsharded(mesh_shape):
         # The encoder config is built inside the scope, so it is sharded.
         sharded = Gemma3Backbone(**CONFIG, vision_encoder=dict(VISION))
         sharded.set_weights(ours.get_weights())
-        actual = output_arrays(sharded(inputs))["sequence_output"]
+        actual = jit_forward(sharded, inputs)["sequence_output"]
     np.testing.assert_allclose(actual, expected, atol=1e-5, rtol=1e-5)
     planned = {w.path: w.spec for w in sharded.layout_plan.weights}
     assert {v.path: spec_of(v) for v in sharded.weights} == planned
     attention = "image_encoder/encoder_block_1/multi_head_attention/"
     assert planned[attention + "query_proj/kernel"][1] == "model"
-
-
-@pytest.mark.multi_device
-@pytest.mark.parametrize("mesh_shape", MESHES, ids=str)
-@pytest.mark.parametrize("preset", ["gemma3_4b", "gemma3_12b", "gemma3_27b"])
-def test_vision_preset_plan_is_efficient(preset, mesh_shape):
-    plan = assert_preset_plan_is_efficient(Gemma3Backbone, preset, mesh_shape)
-    # The vision tower's 16 heads divide every model axis: no vision
-    # weight falls back.
-    assert not [w.path for w in plan.fallbacks if "image" in w.path]
 
 
 def test_vision_presets_match_keras_hub_parameter_counts():
