@@ -26,7 +26,6 @@ import numpy as np
 import pytest
 
 from keras_nlp.models import Backbone
-from tests.models.backbone_checks import jit_forward
 from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import random_inputs
@@ -187,7 +186,7 @@ class HuggingFaceFamilyTests:
             inputs = random_inputs(vocabulary_size, length=10)
         else:
             inputs = case.inputs(vocabulary_size)
-        expected = _compared(case, inputs, jit_forward(theirs, inputs))
+        expected = _compared(case, inputs, theirs(inputs))
         return path, theirs, inputs, expected
 
     def test_loads_like_keras_hub(self, case, checkpoint):
@@ -196,7 +195,7 @@ class HuggingFaceFamilyTests:
         assert type(ours).__name__ == case.backbone
         assert_same_weights(ours, theirs)
         np.testing.assert_allclose(
-            _compared(case, inputs, jit_forward(ours, inputs)),
+            _compared(case, inputs, ours(inputs)),
             expected,
             atol=case.atol,
             rtol=case.atol,
@@ -212,7 +211,7 @@ class HuggingFaceFamilyTests:
         )
         with distribution.scope():
             ours = Backbone.from_preset(str(path))
-            actual = _compared(case, inputs, jit_forward(ours, inputs))
+            actual = _compared(case, inputs, ours(inputs))
         np.testing.assert_allclose(
             actual, expected, atol=case.atol, rtol=case.atol
         )
@@ -247,7 +246,7 @@ class HuggingFaceFamilyTests:
         assert_same_weights(again, ours)
         theirs = keras_hub.models.Backbone.from_preset(str(tmp_path / "hf"))
         np.testing.assert_allclose(
-            _compared(case, inputs, jit_forward(theirs, inputs)),
+            _compared(case, inputs, theirs(inputs)),
             expected,
             atol=case.atol,
             rtol=case.atol,

@@ -24,7 +24,6 @@ import pytest
 from safetensors.numpy import load_file
 
 from keras_nlp.models import Backbone
-from tests.models.backbone_checks import jit_forward
 from tests.models.backbone_checks import random_inputs
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
 from tests.saving.huggingface_checkpoints import assert_same_weights
@@ -52,7 +51,7 @@ class WrittenCheckpointTests(HuggingFaceFamilyTests):
         path = tmp_path_factory.mktemp(case.name)
         theirs = write_checkpoint(case, path)
         inputs = random_inputs(case.config["vocabulary_size"], length=10)
-        expected = real_outputs(inputs, jit_forward(theirs, inputs))
+        expected = real_outputs(inputs, theirs(inputs))
         return path, theirs, inputs, expected
 
     def test_round_trip_is_bit_identical(self, case, checkpoint, tmp_path):
@@ -64,7 +63,7 @@ class WrittenCheckpointTests(HuggingFaceFamilyTests):
         assert type(again) is type(ours)
         assert_same_weights(again, ours)
         np.testing.assert_allclose(
-            real_outputs(inputs, jit_forward(again, inputs)),
+            real_outputs(inputs, again(inputs)),
             expected,
             atol=case.atol,
             rtol=case.atol,

@@ -20,7 +20,6 @@ import pytest
 
 from keras_nlp.models import Backbone
 from keras_nlp.saving.preset_files import PresetError
-from tests.models.backbone_checks import jit_forward
 from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import random_inputs
 from tests.saving.huggingface_checkpoints import HFCase
@@ -228,7 +227,7 @@ class TestGptOssCheckpoints(HuggingFaceFamilyTests):
     def checkpoint(cls, case, written):
         path, _, theirs = written
         inputs = random_inputs(case.config["vocabulary_size"], length=10)
-        expected = real_outputs(inputs, jit_forward(theirs, inputs))
+        expected = real_outputs(inputs, theirs(inputs))
         return path, theirs, inputs, expected
 
     @pytest.fixture(scope="class")
@@ -285,7 +284,7 @@ class TestGptOssCheckpoints(HuggingFaceFamilyTests):
         assert back == mine
         assert_same_weights(again, ours)
         np.testing.assert_allclose(
-            real_outputs(inputs, jit_forward(again, inputs)),
+            real_outputs(inputs, again(inputs)),
             expected,
             atol=case.atol,
             rtol=case.atol,
