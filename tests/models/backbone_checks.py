@@ -15,7 +15,7 @@ causality) are in `tests/models/test_conformance.py`; the tables of
   our model and an oracle (or one model on two backends) get the same
   ones; `tests/models/test_backbone_oracles.py` compares with keras-hub's
   stored outputs.
-- `jit_forward`, `gradients`, `train_then_infer`: one compiled program per
+- `jit_forward`, `gradients`, `train_pass`: one compiled program per
   model on JAX (an eager call compiles op by op).
 """
 
@@ -355,41 +355,34 @@ def assert_gradients_close(actual, expected):
         )
 
 
-def train_then_infer(model, inputs, state=None):
-    """A training pass, then an inference pass, from `state` (the seeds;
-    by default the model's): one program, compiled once per model on JAX
-    (eager elsewhere). Call it again with the state it returns for new
-    dropout masks.
+def train_pass(model, inputs, state=None):
+    """A training pass of `model` from `state` (its non-trainable values,
+    the dropout seeds among them; by default the model's), compiled once
+    per model on JAX (eager elsewhere). Pass the state it returns to draw
+    new dropout masks. Inference: `jit_forward`.
 
     Returns:
-        `(training outputs, inference outputs, training losses, inference
-        losses, the state after the training pass)`.
+        `(outputs as output_arrays, losses as floats, state after)`.
     """
 
     def run(trainable, state, inputs):
-        train, state, train_losses = model.stateless_call(
+        return model.stateless_call(
             trainable, state, inputs, training=True, return_losses=True
         )
-        infer, _, infer_losses = model.stateless_call(
-            trainable, state, inputs, return_losses=True
-        )
-        return train, infer, train_losses, infer_losses, state
 
     if keras.backend.backend() == "jax":
         import jax
 
-        compiled = _TRAIN_THEN_INFER.get(id(model))
+        compiled = _TRAIN_PASSES.get(id(model))
         if compiled is None or compiled[0] is not model:
-            compiled = _TRAIN_THEN_INFER[id(model)] = (model, jax.jit(run))
+            compiled = _TRAIN_PASSES[id(model)] = (model, jax.jit(run))
         run = compiled[1]
     if state is None:
         state = [v.value for v in model.non_trainable_variables]
     trainable = [v.value for v in model.trainable_variables]
-    train, infer, *losses, state = run(trainable, state, inputs)
-    losses = [
-        [float(keras.ops.convert_to_numpy(x)) for x in xs] for xs in losses
-    ]
-    return output_arrays(train), output_arrays(infer), *losses, state
+    outputs, state, losses = run(trainable, state, inputs)
+    losses = [float(keras.ops.convert_to_numpy(x)) for x in losses]
+    return output_arrays(outputs), losses, state
 
 
-_TRAIN_THEN_INFER = {}
+_TRAIN_PASSES = {}

@@ -19,7 +19,7 @@ from keras_nlp.models.phi3.phi3_rotary_embedding import (
 )
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 from tests.models.backbone_checks import jit_forward
-from tests.models.backbone_checks import train_then_infer
+from tests.models.backbone_checks import train_pass
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import backbone_class
 from tests.models.tiny_configs import tiny
@@ -99,15 +99,15 @@ def test_every_backbone_has_a_dropout_row():
 @pytest.mark.parametrize("name, config_name, argument", DROPOUT, ids=str)
 def test_dropout_draws_masks_in_training_only(name, config_name, argument):
     model, inputs = built((name, config_name), {argument: 0.3})
-    # Twice, the second time from the seeds the first training pass left.
-    first = train_then_infer(model, inputs)
-    second = train_then_infer(model, inputs, first[-1])
-    train, infer = (first[0], second[0]), (first[1], second[1])
-    expected = reference(name, config_name).outputs
-    for key, value in expected.items():
-        assert np.all(np.isfinite(train[0][key])), key
-        assert not np.allclose(train[0][key], train[1][key]), key
-        assert not np.allclose(train[0][key], infer[0][key]), key
+    # Twice each; the second training pass from the seeds the first left.
+    first, _, state = train_pass(model, inputs)
+    second, _, _ = train_pass(model, inputs, state)
+    # Inference is the zoo's program (the same one, compiled once).
+    infer = [jit_forward(model, inputs) for _ in range(2)]
+    for key, value in reference(name, config_name).outputs.items():
+        assert np.all(np.isfinite(first[key])), key
+        assert not np.allclose(first[key], second[key]), key
+        assert not np.allclose(first[key], infer[0][key]), key
         np.testing.assert_array_equal(infer[0][key], infer[1][key])
         np.testing.assert_allclose(infer[0][key], value, atol=1e-5, rtol=1e-5)
 
@@ -657,7 +657,16 @@ AUX_LOSSES = [
 )
 def test_training_adds_a_loss_per_sparse_block(target, overrides, count, bound):
     model, inputs = built(target, overrides)
-    _, _, train_losses, infer_losses, _ = train_then_infer(model, inputs)
-    assert len(train_losses) == count
-    assert all(0 < loss <= bound for loss in train_losses)
-    assert infer_losses == []
+    _, losses, _ = train_pass(model, inputs)
+    assert len(losses) == count
+    assert all(0 < loss <= bound for loss in losses)
+    # Inference adds none: traced, not compiled.
+    values = [[v.value for v in model.trainable_variables]]
+    values.append([v.value for v in model.non_trainable_variables])
+    if keras.backend.backend() == "jax":
+        import jax
+
+        _, _, losses = jax.eval_shape(
+            lambda: model.stateless_call(*values, inputs, return_losses=True)
+        )
+        assert losses == []
