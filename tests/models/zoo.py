@@ -39,8 +39,15 @@ class Reference:
     outputs: dict
 
 
-@functools.cache
 def reference(name, config_name="tiny"):
+    """The class's model for `config_name`, built once per worker."""
+    # One cache key however the default is passed: a second entry would
+    # build another model with other random weights.
+    return _reference(name, config_name)
+
+
+@functools.cache
+def _reference(name, config_name):
     backbone_cls, config = tiny(name, config_name)
     backbone = backbone_cls(**config)
     # Constant-initialized weights (norm scales, biases) get random values
