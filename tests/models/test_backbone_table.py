@@ -149,6 +149,8 @@ KV_3 = ({"num_key_value_heads": 3}, "{}")
 MUST_DIVIDE = ({"num_key_value_heads": 3}, "{}|must divide `num_query_heads`")
 TOP_K_5 = ({"top_k": 5}, "{}|at most `num_experts` (4)")
 INVALID = {
+    # ALBERT runs its layers group by group.
+    "AlbertBackbone": [({"num_layers": 3, "num_groups": 2}, "num_layers=3|{}")],
     "GPT2Backbone": GPT2_LIKE,
     "OPTBackbone": [
         *GPT2_LIKE,
