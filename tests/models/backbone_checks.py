@@ -386,3 +386,29 @@ def train_pass(model, inputs, state=None):
 
 
 _TRAIN_PASSES = {}
+
+
+def assert_close_to_stored(actual, expected, inputs, atol, real_only):
+    """Outputs `{name: array}` within `atol` of stored ones.
+
+    With `real_only`, outputs shaped like the padding mask are compared at
+    real tokens only: a decoder's padded query attends to no key, so its
+    output is undefined and differs between attention kernels.
+
+    Returns:
+        The largest absolute difference compared.
+    """
+    assert sorted(actual) == sorted(expected)
+    real = np.asarray(inputs.get("padding_mask", 1)).astype(bool)
+    largest = 0.0
+    for name, value in expected.items():
+        ours = np.asarray(actual[name], "float32")
+        assert ours.shape == value.shape, name
+        assert np.all(np.isfinite(ours)), name
+        if real_only and ours.shape[:2] == real.shape:
+            ours, value = ours[real], value[real]
+        np.testing.assert_allclose(
+            ours, value, atol=atol, rtol=atol, err_msg=name
+        )
+        largest = max(largest, float(np.max(np.abs(ours - value), initial=0)))
+    return largest

@@ -18,6 +18,7 @@ import pytest
 
 import keras_nlp.models
 from tests import oracles
+from tests.models.backbone_checks import assert_close_to_stored
 from tests.models.backbone_checks import assign_unit_scale
 from tests.models.backbone_checks import jit_forward
 from tests.models.oracle_cases import CASES
@@ -124,25 +125,10 @@ def stored(case):
 
 
 def compare(case, actual, expected, inputs):
-    """Asserts `actual` equals `expected` within the row's tolerance.
-
-    Returns:
-        The largest absolute difference compared.
-    """
-    assert sorted(actual) == sorted(expected)
-    largest = 0.0
-    real = np.asarray(inputs.get("padding_mask", 1)).astype(bool)
-    for name, value in expected.items():
-        ours = actual[name]
-        assert ours.shape == value.shape, name
-        assert np.all(np.isfinite(ours)), name
-        if case.positions == "real" and ours.shape[:2] == real.shape:
-            ours, value = ours[real], value[real]
-        np.testing.assert_allclose(
-            ours, value, atol=case.atol, rtol=case.atol, err_msg=name
-        )
-        largest = max(largest, float(np.max(np.abs(ours - value), initial=0)))
-    return largest
+    """`actual` within the row's tolerance of the stored `expected`."""
+    return assert_close_to_stored(
+        actual, expected, inputs, case.atol, case.positions == "real"
+    )
 
 
 @pytest.mark.parametrize("case_id", sorted(CASES))
