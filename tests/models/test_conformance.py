@@ -38,13 +38,13 @@ from tests.models.backbone_checks import assert_gradients_close
 from tests.models.backbone_checks import assert_outputs_close
 from tests.models.backbone_checks import assert_same_weights
 from tests.models.backbone_checks import gradients
+from tests.models.backbone_checks import jit_forward as forward
 from tests.models.backbone_checks import spec_of
 from tests.models.tiny_configs import DECODER
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import all_tiny_configs
 from tests.models.tiny_configs import backbone_class
 from tests.models.zoo import distribution_for
-from tests.models.zoo import forward
 from tests.models.zoo import reference
 from tests.models.zoo import sharded
 

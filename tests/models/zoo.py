@@ -24,8 +24,6 @@ from tests.models.backbone_checks import weights_by_path
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import tiny
 
-forward = jit_forward
-
 
 @dataclasses.dataclass
 class Reference:
@@ -66,7 +64,7 @@ def _reference(name, config_name):
         backbone,
         weights_by_path(backbone),
         inputs,
-        forward(backbone, inputs),
+        jit_forward(backbone, inputs),
     )
 
 
