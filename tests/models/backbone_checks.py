@@ -20,6 +20,7 @@ causality) are in `tests/models/test_conformance.py`; the tables of
 """
 
 import math
+import weakref
 import zlib
 
 import keras
@@ -299,15 +300,17 @@ def jit_forward(model, inputs, training=False):
         # Dropout draws from Keras's seed generator state: run eagerly so
         # each call draws new masks.
         return output_arrays(model(inputs, training=True))
-    compiled = _JITTED.get(id(model))
-    if compiled is None or compiled[0] is not model:
-        compiled = (
-            model,
-            jax.jit(lambda t, n, x: model.stateless_call(t, n, x)[0]),
+    compiled = _JITTED.get(model)
+    if compiled is None:
+        # The program holds the model weakly: a test's own models, and the
+        # executables compiled for them, are freed with the test.
+        model_ref = weakref.ref(model)
+        compiled = jax.jit(
+            lambda t, n, x: model_ref().stateless_call(t, n, x)[0]
         )
-        _JITTED[id(model)] = compiled
+        _JITTED[model] = compiled
     return output_arrays(
-        compiled[1](
+        compiled(
             [v.value for v in model.trainable_variables],
             [v.value for v in model.non_trainable_variables],
             inputs,
@@ -315,7 +318,7 @@ def jit_forward(model, inputs, training=False):
     )
 
 
-_JITTED = {}
+_JITTED = weakref.WeakKeyDictionary()
 
 
 def gradients(backbone, inputs):
@@ -365,18 +368,21 @@ def train_pass(model, inputs, state=None):
         `(outputs as output_arrays, losses as floats, state after)`.
     """
 
+    model_ref = weakref.ref(model)
+
     def run(trainable, state, inputs):
-        return model.stateless_call(
+        return model_ref().stateless_call(
             trainable, state, inputs, training=True, return_losses=True
         )
 
     if keras.backend.backend() == "jax":
         import jax
 
-        compiled = _TRAIN_PASSES.get(id(model))
-        if compiled is None or compiled[0] is not model:
-            compiled = _TRAIN_PASSES[id(model)] = (model, jax.jit(run))
-        run = compiled[1]
+        compiled = _TRAIN_PASSES.get(model)
+        if compiled is None:
+            # Held weakly, as in `jit_forward`.
+            compiled = _TRAIN_PASSES[model] = jax.jit(run)
+        run = compiled
     if state is None:
         state = [v.value for v in model.non_trainable_variables]
     trainable = [v.value for v in model.trainable_variables]
@@ -385,7 +391,7 @@ def train_pass(model, inputs, state=None):
     return output_arrays(outputs), losses, state
 
 
-_TRAIN_PASSES = {}
+_TRAIN_PASSES = weakref.WeakKeyDictionary()
 
 
 def assert_close_to_stored(actual, expected, inputs, atol, real_only):
