@@ -102,25 +102,34 @@ def _release_cached_models():
             if hasattr(value, "cache_info") and hasattr(value, "cache_clear"):
                 value.cache_clear()
     gc.collect()
-    if keras.backend.backend() == "jax":
-        import jax
-
-        jax.clear_caches()
-    try:
-        with open("/proc/self/maps") as maps:
-            mapped = sum(1 for _ in maps)
-    except OSError:
+    if keras.backend.backend() != "jax" or _memory_mappings() < _MAPPINGS_HIGH:
         return
-    if mapped > _MAPPINGS_WARNING:
+    import jax
+
+    # Eager ops' programs are cached by JAX, not by tests, and shared by
+    # every group: clearing them at each group made the run slower by their
+    # recompilation, so they go only when the mappings near the limit.
+    jax.clear_caches()
+    mapped = _memory_mappings()
+    if mapped > _MAPPINGS_HIGH:
         warnings.warn(
             f"{mapped} memory mappings held after freeing a group's models "
-            "(Linux's default limit: 65,530): a module keeps compiled "
-            "programs alive outside the caches tests/conftest.py clears.",
+            "and JAX's caches (Linux's default limit: 65,530): a module "
+            "keeps compiled programs alive outside the caches "
+            "tests/conftest.py clears.",
             stacklevel=1,
         )
 
 
-_MAPPINGS_WARNING = 30_000
+def _memory_mappings():
+    try:
+        with open("/proc/self/maps") as maps:
+            return sum(1 for _ in maps)
+    except OSError:  # not Linux: no such limit to watch
+        return 0
+
+
+_MAPPINGS_HIGH = 25_000
 
 
 @pytest.hookimpl(trylast=True)
