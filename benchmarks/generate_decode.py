@@ -356,7 +356,7 @@ def generation_notes(results, new_tokens):
         f"ms per call** ({b['allocate_ms_1'] / b['ms_1']:.0%} of the "
         f"sharded 1-token call; {a['allocate_ms_1']:.1f} ms on one "
         "device). `allocate_caches` "
-        "(`keras_nlp/distribution/generation.py`) creates each cache in "
+        "(`keras_nlp/distribution/array_placement.py`) creates each cache in "
         "its shards (`jnp.zeros(..., device=sharding)`), compiling "
         f"nothing: {b[f'compilations_{new_tokens}']} XLA compilations in "
         "a repeated sharded call (it compiled one program per attention "
@@ -397,7 +397,7 @@ def cache_rows(preset, mesh_shape, batches, context=CONTEXT, dtype=DTYPE):
     """
     from keras_nlp.distribution.kv_cache import cache_bytes_per_device
     from keras_nlp.distribution.kv_cache import cache_spec
-    from keras_nlp.distribution.plan import dtype_itemsize
+    from keras_nlp.distribution.layout_plan import dtype_itemsize
     from keras_nlp.models import Backbone
 
     sizes = dict(zip(AXES, mesh_shape, strict=True))
@@ -571,7 +571,7 @@ def keras_hub_cells(preset, mesh_shape, batches, footnotes):
     import memory
 
     from keras_nlp.distribution import MeshShape
-    from keras_nlp.distribution.planning import backbone_variables
+    from keras_nlp.distribution.backbone_planner import backbone_variables
     from keras_nlp.models import Backbone
 
     owner, config = Backbone._preset_config(preset)

@@ -32,8 +32,8 @@ import time  # noqa: E402
 import keras  # noqa: E402
 
 from keras_nlp.distribution import MeshShape  # noqa: E402
-from keras_nlp.distribution.plan import dtype_itemsize  # noqa: E402
-from keras_nlp.distribution.planning import backbone_variables  # noqa: E402
+from keras_nlp.distribution.backbone_planner import backbone_variables  # noqa: E402
+from keras_nlp.distribution.layout_plan import dtype_itemsize  # noqa: E402
 from keras_nlp.models import Backbone  # noqa: E402
 
 MESHES = ["1x2", "1x4", "1x8", "2x4", "4x2", "8x1"]

@@ -69,7 +69,7 @@ def candidate_plan(plan, k):
 def our_layout_map(cls, config, plan, mesh):
     """Our layout map following `plan`'s weights and their activations."""
     from keras_nlp.distribution.activations import plan_activations
-    from keras_nlp.distribution.planning import backbone_layers
+    from keras_nlp.distribution.backbone_planner import backbone_layers
 
     layout_map = cls.get_layout_map(mesh, config=config)
     activations = plan_activations(

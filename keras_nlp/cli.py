@@ -12,6 +12,11 @@ def _parser():
         description="keras_nlp tools. Nothing is downloaded or allocated.",
     )
     commands = parser.add_subparsers(dest="command", required=True)
+    _add_plan_command(commands)
+    return parser
+
+
+def _add_plan_command(commands):
     plan = commands.add_parser(
         "plan",
         help="show where every weight of a preset goes on a device mesh",
@@ -26,6 +31,14 @@ def _parser():
             "divide it."
         ),
     )
+    _add_preset_arguments(plan)
+    _add_mesh_arguments(plan)
+    _add_decision_arguments(plan)
+    _add_output_arguments(plan)
+
+
+def _add_preset_arguments(plan):
+    """What to plan: a preset, or `--list` of the built-in ones."""
     plan.add_argument(
         "preset",
         nargs="?",
@@ -35,16 +48,20 @@ def _parser():
         ),
     )
     plan.add_argument(
+        "--list",
+        action="store_true",
+        help="list the built-in presets by class, with parameter counts",
+    )
+
+
+def _add_mesh_arguments(plan):
+    """The mesh's shape and the role of each of its axes."""
+    plan.add_argument(
         "--mesh",
         help=(
             "mesh shape, one size per axis joined by 'x', e.g. 1x2 "
             "(batch, model) or 1x4x2 (batch, expert, model)"
         ),
-    )
-    plan.add_argument(
-        "--list",
-        action="store_true",
-        help="list the built-in presets by class, with parameter counts",
     )
     plan.add_argument(
         "--axis-names",
@@ -63,13 +80,26 @@ def _parser():
         help="axis that also shards weights FSDP-style; 'none' for none",
     )
     plan.add_argument(
-        "--svg",
-        metavar="FILE",
+        "--fsdp-axis",
+        default=None,
         help=(
-            "also write the plan as an SVG picture (open it in a browser): "
-            "per weight kind, its split over the mesh and bytes per device"
+            "axis that shards weights FSDP-style instead of the data axis, "
+            "e.g. with --mesh 2x2x2 --axis-names data,fsdp,model "
+            "--data-axis data"
         ),
     )
+    plan.add_argument(
+        "--expert-axis",
+        default=None,
+        help=(
+            "axis that splits mixture-of-experts weights by expert "
+            "(default: the mesh's 'expert' axis if any, else the model axis)"
+        ),
+    )
+
+
+def _add_decision_arguments(plan):
+    """How a weight whose rule cannot apply is placed, and what is counted."""
     plan.add_argument(
         "--policy",
         default="auto",
@@ -93,23 +123,6 @@ def _parser():
         ),
     )
     plan.add_argument(
-        "--fsdp-axis",
-        default=None,
-        help=(
-            "axis that shards weights FSDP-style instead of the data axis, "
-            "e.g. with --mesh 2x2x2 --axis-names data,fsdp,model "
-            "--data-axis data"
-        ),
-    )
-    plan.add_argument(
-        "--expert-axis",
-        default=None,
-        help=(
-            "axis that splits mixture-of-experts weights by expert "
-            "(default: the mesh's 'expert' axis if any, else the model axis)"
-        ),
-    )
-    plan.add_argument(
         "--dtype", default=None, help="dtype to count bytes in, e.g. bfloat16"
     )
     plan.add_argument(
@@ -118,20 +131,31 @@ def _parser():
         help="fail instead of replicating a weight whose rule cannot apply",
     )
     plan.add_argument(
-        "--json", action="store_true", help="print the plan as one JSON object"
-    )
-    plan.add_argument(
         "--lora-rank",
         type=int,
         default=None,
         help="also plan LoRA adapters of this rank on the default targets",
+    )
+
+
+def _add_output_arguments(plan):
+    """How the plan is shown."""
+    plan.add_argument(
+        "--json", action="store_true", help="print the plan as one JSON object"
+    )
+    plan.add_argument(
+        "--svg",
+        metavar="FILE",
+        help=(
+            "also write the plan as an SVG picture (open it in a browser): "
+            "per weight kind, its split over the mesh and bytes per device"
+        ),
     )
     plan.add_argument(
         "--all",
         action="store_true",
         help="list every weight instead of folding repeated blocks",
     )
-    return parser
 
 
 # The largest accelerator clusters have tens of thousands of chips; a mesh

@@ -11,6 +11,8 @@ import keras_nlp.layers
 import keras_nlp.models
 from keras_nlp.distribution import LayoutPlan
 from keras_nlp.distribution import MeshShape
+from keras_nlp.distribution import PlanRequest
+from keras_nlp.distribution import resolve_layout
 from keras_nlp.models import Backbone
 
 pytestmark = pytest.mark.multi_device
@@ -22,6 +24,8 @@ DOCUMENTED = {
     "Backbone.save_lora_weights": Backbone.save_lora_weights,
     "MeshShape": MeshShape,
     "LayoutPlan": LayoutPlan,
+    "PlanRequest": PlanRequest,
+    "resolve_layout": resolve_layout,
 }
 # Every backbone's example builds a tiny model and calls it eagerly (a few
 # seconds of op-by-op compiling each): these run one per kind of inputs and

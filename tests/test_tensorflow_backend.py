@@ -36,7 +36,7 @@ import pytest
 
 import keras_nlp.saving
 from keras_nlp.models import Backbone
-from keras_nlp.saving.preset_weights import forget_deferred
+from keras_nlp.saving.weight_transfer import forget_deferred
 from tests import oracles
 from tests.models.backbone_checks import assert_close_to_stored
 from tests.models.backbone_checks import assert_same_weights

@@ -7,18 +7,18 @@ layers declare what each dimension of their variables means
 devices; the multi-process runtime is `keras_nlp.multihost`.
 """
 
+from keras_nlp.distribution.backbone_planner import plan_backbone_layout
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
+from keras_nlp.distribution.layout_errors import LayoutError
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.layout_map import verify_layouts
+from keras_nlp.distribution.layout_plan import Fallback
+from keras_nlp.distribution.layout_plan import LayoutPlan
+from keras_nlp.distribution.layout_plan import WeightPlan
 from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.model_parallel import ModelParallel
-from keras_nlp.distribution.plan import Fallback
-from keras_nlp.distribution.plan import LayoutPlan
-from keras_nlp.distribution.plan import WeightPlan
-from keras_nlp.distribution.planning import plan_backbone_layout
-from keras_nlp.distribution.resolver import LayoutError
-from keras_nlp.distribution.resolver import UserEntry
+from keras_nlp.distribution.request import PlanRequest
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import EXPERT
@@ -29,6 +29,7 @@ from keras_nlp.distribution.rules import Role
 from keras_nlp.distribution.rules import normalize_rules
 from keras_nlp.distribution.shapes import VariableInfo
 from keras_nlp.distribution.shapes import abstract_variables
+from keras_nlp.distribution.user_entries import UserEntry
 
 __all__ = [
     "DATA",
@@ -42,6 +43,7 @@ __all__ = [
     "LayoutRule",
     "MeshShape",
     "ModelParallel",
+    "PlanRequest",
     "Role",
     "VariableInfo",
     "WeightPlan",

@@ -202,7 +202,7 @@ class Estimate:
         )
 
     def to_dict(self):
-        from keras_nlp.distribution.plan import spec_to_json
+        from keras_nlp.distribution.layout_plan import spec_to_json
 
         return {
             "spec": spec_to_json(self.spec),
@@ -271,7 +271,7 @@ def estimate(
     Returns:
         An `Estimate`.
     """
-    from keras_nlp.distribution.plan import dtype_itemsize
+    from keras_nlp.distribution.layout_plan import dtype_itemsize
     from keras_nlp.distribution.rules import format_spec
 
     itemsize = dtype_itemsize(dtype)

@@ -18,7 +18,7 @@ plan and roles as the weights:
 
 The plan records one `CachePlan` per attention (`LayoutPlan.kv_caches`);
 `cache_spec` resolves it for a batch size, and `verify_cache_layouts`
-checks caches against the plan (`keras_nlp.distribution.generation`
+checks caches against the plan (`keras_nlp.distribution.array_placement`
 allocates them).
 """
 

@@ -8,12 +8,11 @@ from keras.src.utils.jax_utils import is_in_jax_tracing_scope
 from keras_nlp.distribution.activations import FREE
 from keras_nlp.distribution.activations import current_batch_size
 from keras_nlp.distribution.activations import current_unpinned
-from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
-from keras_nlp.distribution.planning import plan_backbone_layout
-from keras_nlp.distribution.resolver import LayoutError
-from keras_nlp.distribution.resolver import UserEntry
-from keras_nlp.distribution.resolver import bullet_list
+from keras_nlp.distribution.backbone_planner import plan_backbone_layout
+from keras_nlp.distribution.layout_errors import LayoutError
+from keras_nlp.distribution.layout_errors import bullet_list
 from keras_nlp.distribution.rules import format_spec
+from keras_nlp.distribution.user_entries import UserEntry
 
 
 def batch_axes_of(distribution):
@@ -124,36 +123,24 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
     names), shown in the plan with decision `user`, and verified after the
     build. An entry that matches no variable is an error.
 
+    Args:
+        device_mesh: the `keras.distribution.DeviceMesh`.
+        backbone_cls: the backbone class the map serves.
+        request: the `PlanRequest` every plan of the map is made for.
+        plan: the `LayoutPlan` to follow now, or `None` to bind later.
+
     Attributes:
         plan: the `LayoutPlan` the map follows, or `None` while unbound.
         backbone_cls: the backbone class the map serves.
+        request: the `PlanRequest` (mesh, axes, strict, policy, ...).
         user_entries: the `UserEntry`s set on the map, in order.
     """
 
-    def __init__(
-        self,
-        device_mesh,
-        backbone_cls,
-        *,
-        model_axis,
-        data_axis,
-        expert_axis=None,
-        fsdp_axis=None,
-        strict=False,
-        plan=None,
-        policy="auto",
-        tokens_per_step=DEFAULT_TOKENS_PER_STEP,
-    ):
+    def __init__(self, device_mesh, backbone_cls, request, plan=None):
         super().__init__(device_mesh)
         self.backbone_cls = backbone_cls
         self._planned_class = backbone_cls
-        self.model_axis = model_axis
-        self.data_axis = data_axis
-        self.expert_axis = expert_axis
-        self.fsdp_axis = fsdp_axis
-        self.policy = policy
-        self.tokens_per_step = tokens_per_step
-        self.strict = strict
+        self.request = request
         self.plan = None
         self._activations = {}
         self._user_entries = {}
@@ -177,16 +164,9 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         return plan_backbone_layout(
             backbone_cls,
             config,
-            self.device_mesh,
-            model_axis=self.model_axis,
-            data_axis=self.data_axis,
-            expert_axis=self.expert_axis,
-            fsdp_axis=self.fsdp_axis,
-            strict=self.strict,
+            self.request,
             preset=self.plan.preset if self.plan else None,
             user_entries=self.user_entries,
-            policy=self.policy,
-            tokens_per_step=self.tokens_per_step,
         )
 
     def __setitem__(self, key, layout):
@@ -340,17 +320,19 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             if self.plan
             else "unbound"
         )
+        request = self.request
         expert = "".join(
             f"{name}={axis!r} "
             for name, axis in (
-                ("expert_axis", self.expert_axis),
-                ("fsdp_axis", self.fsdp_axis),
+                ("expert_axis", request.expert_axis),
+                ("fsdp_axis", request.fsdp_axis),
             )
             if axis
         )
         return (
             f"<BackboneLayoutMap {self.backbone_cls.__name__} "
-            f"model_axis={self.model_axis!r} data_axis={self.data_axis!r} "
+            f"model_axis={request.model_axis!r} "
+            f"data_axis={request.data_axis!r} "
             f"{expert}{state}, {len(self)} layouts>"
         )
 

@@ -1,15 +1,24 @@
-"""Reusable layers shared by keras_nlp backbones."""
+"""Reusable layers shared by keras_nlp backbones.
+
+Decoder blocks share one naming scheme: `DecoderBlock` is the block of the
+decoder-only backbones, and a specialised block is `<What>DecoderBlock`
+(`CrossAttentionDecoderBlock` for encoder-decoders, `GemmaDecoderBlock` in
+`keras_nlp.models.gemma`), each in a module of the same name.
+"""
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import alibi_slopes
 from keras_nlp.layers.cached_attention import decoder_attention_mask
-from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.cross_attention_decoder_block import (
+    CrossAttentionDecoderBlock,
+)
+from keras_nlp.layers.decoder_block import DecoderBlock
 from keras_nlp.layers.dense import named_dense
+from keras_nlp.layers.expert_bank import ExpertBank
 from keras_nlp.layers.gated_feedforward import GatedFeedForward
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.shared_expert_moe import SharedExpertSparseMoE
-from keras_nlp.layers.sparse_moe import ExpertBank
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.layers.sparse_moe import configure_experts
 from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
@@ -18,7 +27,6 @@ from keras_nlp.layers.token_and_position_embedding import (
 )
 from keras_nlp.layers.token_and_position_embedding import segment_embedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
-from keras_nlp.layers.transformer_decoder import TransformerDecoderBlock
 from keras_nlp.layers.transformer_encoder import TransformerEncoderBlock
 from keras_nlp.layers.transformer_encoder import encoder_attention_mask
 from keras_nlp.layers.vit_encoder import VisionTransformerBlock
@@ -29,7 +37,7 @@ from keras_nlp.layers.zero_centered_rms_normalization import (
 
 __all__ = [
     "CachedGroupedQueryAttention",
-    "DecoderLayer",
+    "DecoderBlock",
     "ExpertBank",
     "GatedFeedForward",
     "PositionEmbedding",
@@ -37,7 +45,7 @@ __all__ = [
     "SharedExpertSparseMoE",
     "SparseMoE",
     "TokenAndPositionEmbedding",
-    "TransformerDecoderBlock",
+    "CrossAttentionDecoderBlock",
     "TransformerEncoderBlock",
     "VisionTransformerBlock",
     "VisionTransformerEncoder",

@@ -3,16 +3,16 @@
 import keras
 from keras import ops
 
-from keras_nlp.layers.decoder_layer import (
+from keras_nlp.layers.decoder_block import (
     DEFAULT_SUBLAYER_NAMES as DECODER_NAMES,
 )
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_OUTPUT_DIMS
-from keras_nlp.layers.decoder_layer import get_activation
+from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.decoder_block import get_activation
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.fused_projection import project_together
 
-# `DecoderLayer`'s feed-forward names, so the kernels' paths read the same
+# `DecoderBlock`'s feed-forward names, so the kernels' paths read the same
 # one level down: `<name>/feedforward_gate_dense/kernel`.
 DEFAULT_SUBLAYER_NAMES = {
     kind: DECODER_NAMES[kind] for kind in ("intermediate", "gate", "output")
@@ -23,13 +23,13 @@ DEFAULT_SUBLAYER_NAMES = {
 class GatedFeedForward(keras.layers.Layer):
     """`output(act(gate(x)) * intermediate(x))`, its own path segment.
 
-    The gated feed-forward of `DecoderLayer`, for checkpoints that keep it
+    The gated feed-forward of `DecoderBlock`, for checkpoints that keep it
     in a sublayer of its own: a mixture of experts' shared expert
     (`shared_expert_dense/feedforward_gate_dense/kernel`), or the dense
     blocks of a mostly-sparse model (`qwen3_moe_mlp/...`). The kernels are
     `intermediate` and `gate` `(hidden, intermediate_dim)` and `output`
     `(intermediate_dim, hidden)`, where `hidden` is the inputs' last
-    dimension; like `DecoderLayer`, the activation runs in float32.
+    dimension; like `DecoderBlock`, the activation runs in float32.
 
     Args:
         intermediate_dim: int. Width of the feed-forward.

@@ -26,14 +26,14 @@ from keras_nlp.distribution.rules import EXPERT
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.cached_attention import DEFAULT_SUBLAYER_NAMES
 from keras_nlp.layers.cached_attention import KERNEL_DIMS
-from keras_nlp.layers.decoder_layer import (
+from keras_nlp.layers.decoder_block import (
     DEFAULT_SUBLAYER_NAMES as FEEDFORWARD_NAMES,
 )
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.expert_bank import EXPERT_INPUT_DIMS
+from keras_nlp.layers.expert_bank import EXPERT_OUTPUT_DIMS
 from keras_nlp.layers.sparse_moe import DEFAULT_SUBLAYER_NAMES as MOE_NAMES
-from keras_nlp.layers.sparse_moe import EXPERT_INPUT_DIMS
-from keras_nlp.layers.sparse_moe import EXPERT_OUTPUT_DIMS
 from keras_nlp.layers.sparse_moe import ROUTER_DIMS
 from keras_nlp.layers.token_and_position_embedding import (
     POSITION_EMBEDDING_DIMS,
@@ -178,7 +178,7 @@ def attention_rules(
 
 
 def feedforward_rules(prefix, sublayer_names=None, gated=True):
-    """`DecoderLayer` feed-forward kernels under `prefix` (the block).
+    """`DecoderBlock` feed-forward kernels under `prefix` (the block).
 
     The feed-forward width goes on the model axis, hidden on the data axis.
     """

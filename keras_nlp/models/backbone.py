@@ -5,14 +5,10 @@ import functools
 import keras
 
 from keras_nlp.distribution.activations import batch_size_scope
+from keras_nlp.distribution.backbone_planner import plan_backbone_layout
 from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
-from keras_nlp.distribution.cost import check_tokens_per_step
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
-from keras_nlp.distribution.mesh import MeshShape
-from keras_nlp.distribution.mesh import check_fsdp_axis
-from keras_nlp.distribution.mesh import check_role_axes
-from keras_nlp.distribution.planning import plan_backbone_layout
-from keras_nlp.distribution.resolver import check_policy
+from keras_nlp.distribution.request import PlanRequest
 from keras_nlp.models.construction import backbone_constructor
 from keras_nlp.models.lora import LoraMixin
 from keras_nlp.models.lora import check_lora_rank
@@ -175,21 +171,16 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         Returns:
             A `keras_nlp.distribution.LayoutPlan`.
         """
-        mesh = MeshShape.from_mesh(mesh)
-        check_policy(policy)
-        check_tokens_per_step(tokens_per_step)
-        expert_axis = check_role_axes(
+        request = PlanRequest.from_arguments(
             mesh,
-            model_parallel_dim_name,
-            data_parallel_dim_name,
-            expert_parallel_dim_name,
-        )
-        check_fsdp_axis(
-            mesh,
-            fsdp_dim_name,
-            model_parallel_dim_name,
-            data_parallel_dim_name,
-            expert_axis,
+            model_parallel_dim_name=model_parallel_dim_name,
+            data_parallel_dim_name=data_parallel_dim_name,
+            expert_parallel_dim_name=expert_parallel_dim_name,
+            fsdp_dim_name=fsdp_dim_name,
+            strict=strict,
+            policy=policy,
+            tokens_per_step=tokens_per_step,
+            dtype=dtype,
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "plan_layout"
@@ -204,20 +195,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             config = {**config, "lora_rank": lora_rank}
             if lora_target_names is not None:
                 config["lora_target_names"] = list(lora_target_names)
-        return plan_backbone_layout(
-            owner,
-            config,
-            mesh,
-            model_axis=model_parallel_dim_name,
-            data_axis=data_parallel_dim_name,
-            expert_axis=expert_axis,
-            fsdp_axis=fsdp_dim_name,
-            preset=preset,
-            dtype=dtype,
-            strict=strict,
-            policy=policy,
-            tokens_per_step=tokens_per_step,
-        )
+        return plan_backbone_layout(owner, config, request, preset=preset)
 
     @_class_or_instance_method
     def get_layout_map(
@@ -238,35 +216,18 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         """Returns a `keras.distribution.LayoutMap` that fits the real shapes.
 
         Every weight of rank >= 2 gets a layout from the backbone's rules,
-        resolved against the weight's real shape and the mesh's axis sizes.
-        Weights are sharded on the model axis (tensor parallelism) and on
-        the data axis (FSDP-style). When an axis does not divide a
-        dimension, the rule's next alternative is tried; if none divides,
-        that axis is dropped from the dimension and `policy` decides,
-        by estimated cost, whether the weight is replicated along it or
-        the axis shards another dimension the rule names; the choice and
-        every candidate's cost are recorded in the plan. Attention heads
-        are never split and head_dim is never sharded as a fallback. So
-        Gemma 2B's single key/value head, kernel `(1, 2048, 256)`, is
-        replicated on the model axis instead of crashing.
+        resolved against its real shape and the mesh's axis sizes. Where an
+        axis does not divide a dimension, the rule's next alternative is
+        tried; if none divides, `policy` decides by estimated cost whether
+        the weight is replicated along that axis or the axis shards another
+        dimension the rule names (the plan records every candidate). Heads
+        are never split: Gemma 2B's single key/value head, kernel
+        `(1, 2048, 256)`, is replicated on the model axis instead.
 
-        Mixture-of-experts weights put their expert dimension on the expert
-        axis when the mesh has one (expert parallelism), e.g. a mesh
-        `(batch, expert, model)`; weights without experts then shard their
-        hidden dimension over the data and expert axes. Without an expert
-        axis, experts go on the model axis. With `fsdp_dim_name`, weights
-        shard over that axis and the model axis only.
-
-        Three ways to call it:
-        - On the class with only a mesh: the map binds to the config of the
-          backbone built inside the distribution's scope, before any variable
-          is created, so one call serves every config.
-        - On the class with `config=` or `preset=`: resolved now; inspect
-          `layout_map.plan`.
-        - On a built backbone: resolved now for its config.
-
-        After a backbone is built under the map, every variable's real
-        sharding is checked against the plan; any difference raises.
+        Called on the class with only a mesh, the map binds to whatever
+        backbone is built in the distribution's scope, before it creates a
+        variable; with `config=`, `preset=` or on a built backbone, it is
+        resolved now. Every built variable's sharding is then checked.
 
         Args:
             device_mesh: a `keras.distribution.DeviceMesh`.
@@ -276,41 +237,31 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 hidden dimension of weights (as in FSDP), or `None` to keep
                 weights whole along it. Defaults to `"batch"`.
             expert_parallel_dim_name: str, the mesh axis that shards the
-                experts of mixture-of-experts weights. Defaults to `None`:
-                the mesh's `"expert"` axis if it has one, else the model
-                axis.
+                experts of mixture-of-experts weights; weights without
+                experts shard their hidden dimension over it too. Defaults
+                to `None`: the mesh's `"expert"` axis if it has one, else
+                the model axis.
             fsdp_dim_name: str, a mesh axis that shards weights FSDP-style
                 in place of the data axis, which then holds whole replicas
-                (a `("data", "fsdp", "model")` mesh); split the batch over
+                (a `("data", "fsdp", "model")` mesh; split the batch over
                 both with `keras_nlp.distribution.ModelParallel(...,
-                batch_dim_name=("data", "fsdp"))`. Defaults to `None`: the
-                data axis both splits the batch and shards the weights.
+                batch_dim_name=("data", "fsdp"))`). Defaults to `None`.
             config: dict, a config to resolve for now (class call only).
-            preset: str, a built-in preset to resolve for now (class call
-                only).
-            strict: bool. If `True`, any fallback to replication raises a
-                `ValueError` naming the weight, the dimension size and the
-                axis sizes that would divide it; so does an expert axis that
-                does not divide the number of experts.
-            policy: where an axis that does not divide its dimension
-                goes. The candidates are replicating the weight along it,
-                or putting it on another dimension the rule names where it
-                divides (e.g. the model axis from 1 key/value head to the
-                kernel's hidden dimension), each scored by the cost model
-                of `keras_nlp.distribution.cost` (bytes per device with
-                gradients and Adam state, collective bytes per step).
-                `"auto"` (the default) takes the lowest estimated step
-                time, `"memory"` the fewest bytes per device,
-                `"communication"` the fewest collective bytes. Heads are
-                never split. The plan records every candidate's costs.
+            preset: str, a preset to resolve for now (class call only).
+            strict: bool. If `True`, any fallback to replication raises,
+                naming the weight and the axis sizes that would divide it;
+                so does an expert axis that does not divide the experts.
+            policy: `"auto"` (the lowest estimated step time, the default),
+                `"memory"` (the fewest bytes per device, with gradients and
+                Adam state) or `"communication"` (the fewest collective
+                bytes per step); see `keras_nlp.distribution.cost`.
             tokens_per_step: int, the tokens of one training step over all
                 devices, which activation collectives scale with. Defaults
                 to `8 * 2048` (8 sequences of 2048 tokens).
 
         Returns:
-            A `keras_nlp.distribution.BackboneLayoutMap` (a
-            `keras.distribution.LayoutMap`); its `plan` attribute holds the
-            `LayoutPlan` once resolved.
+            A `keras_nlp.distribution.BackboneLayoutMap` (a Keras
+            `LayoutMap`); its `plan` holds the `LayoutPlan` once resolved.
 
         Raises:
             ValueError: if `device_mesh` is not a `DeviceMesh`, an axis name
@@ -350,51 +301,23 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 "DeviceMesh(shape, axis_names, devices); to plan without "
                 "devices use plan_layout."
             )
-        expert_axis = check_role_axes(
+        request = PlanRequest.from_arguments(
             device_mesh,
-            model_parallel_dim_name,
-            data_parallel_dim_name,
-            expert_parallel_dim_name,
+            model_parallel_dim_name=model_parallel_dim_name,
+            data_parallel_dim_name=data_parallel_dim_name,
+            expert_parallel_dim_name=expert_parallel_dim_name,
+            fsdp_dim_name=fsdp_dim_name,
+            strict=strict,
+            policy=policy,
+            tokens_per_step=tokens_per_step,
         )
-        check_fsdp_axis(
-            device_mesh,
-            fsdp_dim_name,
-            model_parallel_dim_name,
-            data_parallel_dim_name,
-            expert_axis,
-        )
-        check_policy(policy)
-        check_tokens_per_step(tokens_per_step)
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "get_layout_map"
         )
         plan = None
         if config is not None:
-            plan = plan_backbone_layout(
-                owner,
-                config,
-                device_mesh,
-                model_axis=model_parallel_dim_name,
-                data_axis=data_parallel_dim_name,
-                expert_axis=expert_axis,
-                fsdp_axis=fsdp_dim_name,
-                preset=preset,
-                strict=strict,
-                policy=policy,
-                tokens_per_step=tokens_per_step,
-            )
-        return BackboneLayoutMap(
-            device_mesh,
-            owner,
-            model_axis=model_parallel_dim_name,
-            data_axis=data_parallel_dim_name,
-            expert_axis=expert_axis,
-            fsdp_axis=fsdp_dim_name,
-            strict=strict,
-            plan=plan,
-            policy=policy,
-            tokens_per_step=tokens_per_step,
-        )
+            plan = plan_backbone_layout(owner, config, request, preset=preset)
+        return BackboneLayoutMap(device_mesh, owner, request, plan=plan)
 
     @property
     def layout_plan(self):

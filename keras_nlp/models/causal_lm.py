@@ -3,8 +3,11 @@
 `CausalLM` turns any decoder backbone of this library (one that keeps a
 `decoder_stack`, see `keras_nlp.models.decoder`) into a model that predicts
 the next token: `fit` on token ids, and `generate` with a preallocated
-key/value cache in one compiled loop. Each family's subclass
-(`GemmaCausalLM`, `LlamaCausalLM`, ...) only names its backbone class.
+key/value cache in one compiled loop. This module holds the model: its
+forward pass with and without caches, the caches, the loss and presets;
+`generate` and its loop are `causal_lm_generation.GenerationMixin`'s. Each
+family's subclass (`GemmaCausalLM`, `LlamaCausalLM`, ...) only names its
+backbone class (`family_causal_lms`).
 
 Under `keras.distribution.ModelParallel` with a layout map from
 `get_layout_map`, generation runs sharded: the prompts are split over the
@@ -14,26 +17,21 @@ cache gets its planned layout (`LayoutPlan.kv_caches`, see
 the loop returns.
 """
 
-import dataclasses
 import os
-import warnings
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_nlp.distribution.activations import FREE
 from keras_nlp.distribution.activations import batch_size_scope
 from keras_nlp.distribution.activations import unpinned_outputs
-from keras_nlp.distribution.generation import allocate_caches
-from keras_nlp.distribution.generation import planned_cache_specs
-from keras_nlp.distribution.generation import shard_batch
-from keras_nlp.distribution.kv_cache import verify_cache_layouts
+from keras_nlp.distribution.array_placement import allocate_caches
+from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.causal_lm_generation import GenerationMixin
 from keras_nlp.models.sampling import get_sampler
-from keras_nlp.models.sampling import next_tokens
 
 # The residual stream's layout while decoding, as the plan pins it.
 RESIDUAL_STREAM = (FREE, None, None)
@@ -58,7 +56,7 @@ def causal_lm_class(backbone_cls):
     )
 
 
-class CausalLM(keras.Model):
+class CausalLM(GenerationMixin, keras.Model):
     """A decoder backbone and its output head: next-token logits.
 
     The head is the backbone's token embedding run in reverse (the tied
@@ -143,11 +141,7 @@ class CausalLM(keras.Model):
         super().__init__(**kwargs)
         self.backbone = backbone
         self.tokenizer = tokenizer
-        self.sampler = get_sampler("greedy")
-        self._generate_functions = {}
-        # How many times the generation loop was traced (compiled): once per
-        # new combination of batch size, prompt length and total length.
-        self.generate_traces = 0
+        self._init_generation()
 
     # === Forward pass ===
 
@@ -307,447 +301,6 @@ class CausalLM(keras.Model):
             planned_cache_specs(self._cache_plans(), batch_size),
         )
 
-    # === Generation ===
-
-    def generate(
-        self,
-        inputs,
-        max_length=None,
-        *,
-        max_new_tokens=None,
-        sampler=None,
-        stop_token_ids="auto",
-        strip_prompt=False,
-        seed=None,
-    ):
-        """Continues prompts, token by token, in one compiled loop.
-
-        Prompts of different lengths are batched left-padded: each row's
-        tokens count positions from its first real token, so a row's
-        continuation is the one it gets alone. The prompts are run once
-        (prefill) into a preallocated cache, then one token per step is
-        decoded until every row has reached its length or a stop token.
-        The loop is traced once per batch size, prompt length and total
-        length (`generate_traces` counts the traces).
-
-        Args:
-            inputs: the prompts: a string or list of strings (with a
-                tokenizer); a list of token id lists; or a dict with
-                `token_ids` `(batch, length)` and optionally
-                `padding_mask` (each row's real tokens contiguous, padded
-                on either side), or such an array.
-            max_length: int, the length a row may reach, prompt included.
-                Defaults to the width of a `token_ids` input (keras-hub's
-                convention: its padding is filled).
-            max_new_tokens: int, generate at most this many tokens per row
-                instead of `max_length`. The loop's shape then depends on
-                the longest prompt only; with `max_length`, rows fill up to
-                it, so its length follows the shortest prompt, and a batch
-                whose shortest prompt differs traces it anew.
-            sampler: a sampler name (`"greedy"`, `"random"`, `"top_k"`,
-                `"top_p"`), dict or `keras_nlp.models.sampling.Sampler`;
-                defaults to the one given to `compile` (greedy).
-            stop_token_ids: token ids that end a row (kept, then padding);
-                `"auto"` takes the tokenizer's end-of-sequence ids (none
-                without a tokenizer); `None` or `()` for none.
-            strip_prompt: bool, return only the generated tokens.
-            seed: int, seed of a sampling sampler (overrides its own).
-
-        Returns:
-            With text inputs, the generated text (a string or a list).
-            Otherwise a dict of NumPy `token_ids` and `padding_mask`
-            `(batch, width)`: each row's prompt and continuation, then
-            padding (`width` is `max_length`, or the longest prompt plus
-            `max_new_tokens`).
-        """
-        texts, single, prompts, width = self._prompts(inputs)
-        limits = self._row_limits(prompts, max_length, max_new_tokens, width)
-        sampler = get_sampler(self.sampler if sampler is None else sampler)
-        stop_ids = self._stop_ids(stop_token_ids)
-        pad_id = self._pad_id()
-
-        prompt_length = max(len(p) for p in prompts)
-        batch_size = len(prompts)
-        new_tokens = [
-            limit - len(prompt)
-            for limit, prompt in zip(limits, prompts, strict=True)
-        ]
-        total = prompt_length + max(new_tokens)
-        self._check_positions(max(limits))
-        token_ids = np.full((batch_size, total), pad_id, "int32")
-        prompt_mask = np.zeros((batch_size, prompt_length), "int32")
-        # The slot after which each row is done.
-        slot_limits = np.zeros((batch_size,), "int32")
-        for row, (prompt, limit) in enumerate(
-            zip(prompts, limits, strict=True)
-        ):
-            start = prompt_length - len(prompt)
-            token_ids[row, start:prompt_length] = prompt
-            prompt_mask[row, start:] = 1
-            slot_limits[row] = start + limit
-        if seed is None:
-            seed = sampler.seed
-        if seed is None:
-            seed = int(np.random.randint(0, 2**31 - 1))
-
-        extras = {
-            name: shard_batch(array)
-            for name, array in self._generation_inputs(
-                inputs, batch_size
-            ).items()
-        }
-        function = self._generate_function(sampler, stop_ids, pad_id)
-        caches = self.init_cache(batch_size, total)
-        arrays = [
-            shard_batch(array)
-            for array in (token_ids, prompt_mask, slot_limits)
-        ]
-        tokens, mask, caches = function(
-            *arrays, caches, np.asarray(seed, "int32"), extras
-        )
-        plans = self._cache_plans()
-        if plans:
-            verify_cache_layouts(
-                caches,
-                plans,
-                planned_cache_specs(plans, batch_size),
-                active_layout_map().device_mesh,
-            )
-        del caches
-        tokens = np.asarray(tokens)
-        mask = np.asarray(mask).astype(bool)
-
-        out_width = max(limits)
-        out_tokens = np.full((batch_size, out_width), pad_id, "int32")
-        out_mask = np.zeros((batch_size, out_width), "int32")
-        for row, prompt in enumerate(prompts):
-            kept = tokens[row][mask[row]]
-            if strip_prompt:
-                kept = kept[len(prompt) :]
-            out_tokens[row, : len(kept)] = kept
-            out_mask[row, : len(kept)] = 1
-        if not texts:
-            return {"token_ids": out_tokens, "padding_mask": out_mask}
-        rows = [
-            out_tokens[row][out_mask[row].astype(bool)]
-            for row in range(batch_size)
-        ]
-        decoded = [self.tokenizer.decode(self._known_ids(r)) for r in rows]
-        return decoded[0] if single else decoded
-
-    def _known_ids(self, ids):
-        """`ids` without those past the tokenizer's vocabulary, with a
-        warning: embedding tables are often padded beyond it (Qwen's), and
-        an untrained row can still win a greedy step."""
-        known = ids < self.tokenizer.vocabulary_size
-        special = np.isin(
-            ids, list(getattr(self.tokenizer, "_special_ids", ()))
-        )
-        known = known | special
-        if not known.all():
-            warnings.warn(
-                f"Generated token ids {sorted(set(ids[~known].tolist()))} "
-                "are past the tokenizer's vocabulary "
-                f"({self.tokenizer.vocabulary_size} ids) and have no text; "
-                "they are left out of the decoded text (the token ids are "
-                "in `generate`'s output for token-id prompts).",
-                stacklevel=3,
-            )
-        return ids[known]
-
-    def _generate_function(self, sampler, stop_ids, pad_id):
-        """The compiled generation loop for these settings, made once."""
-        variables = list(self.variables)
-        # The seed is an input of the loop, not part of it.
-        sampler = dataclasses.replace(sampler, seed=None)
-        key = (sampler, stop_ids, pad_id, tuple(id(v) for v in variables))
-        if key in self._generate_functions:
-            return self._generate_functions[key]
-
-        def loop(token_ids, prompt_mask, slot_limits, caches, seed, extras):
-            self.generate_traces += 1
-            return self._generation_loop(
-                token_ids,
-                prompt_mask,
-                slot_limits,
-                caches,
-                seed,
-                sampler=sampler,
-                stop_ids=stop_ids,
-                pad_id=pad_id,
-                extras=extras,
-            )
-
-        backend = keras.backend.backend()
-        if backend == "jax":
-            import jax
-
-            def stateless(values, *args):
-                mapping = list(zip(variables, values, strict=True))
-                # The loop creates no variables: leave any that others left
-                # pending (deferred initialization) to their owners.
-                with keras.StatelessScope(
-                    state_mapping=mapping, initialize_variables=False
-                ):
-                    return loop(*args)
-
-            # The caches are donated: the loop updates them in place.
-            compiled = jax.jit(stateless, donate_argnums=(4,))
-
-            def function(*args):
-                return compiled([v.value for v in variables], *args)
-
-        elif backend == "tensorflow":
-            import tensorflow as tf
-
-            function = tf.function(loop, reduce_retracing=False)
-        else:
-            raise NotImplementedError(
-                "`generate` runs on the JAX and TensorFlow backends; the "
-                f"active backend is {backend!r}."
-            )
-        # A few settings stay compiled (greedy and a sampler, say).
-        if len(self._generate_functions) >= 8:
-            self._generate_functions.pop(next(iter(self._generate_functions)))
-        self._generate_functions[key] = function
-        return function
-
-    def _generation_loop(
-        self,
-        token_ids,
-        prompt_mask,
-        slot_limits,
-        caches,
-        seed,
-        *,
-        sampler,
-        stop_ids,
-        pad_id,
-        extras=None,
-    ):
-        """Prefill, then decode one token per step until every row is done.
-
-        `token_ids` `(batch, total)` holds the left-padded prompts in its
-        first `prompt_length` slots; slot `s` of row `b` is position
-        `s - pads[b]`. `extras` are the arrays of `_generation_inputs`,
-        given to `_prefill`.
-        """
-        batch_size, total = token_ids.shape
-        prompt_length = prompt_mask.shape[1]
-        pads = prompt_length - ops.sum(prompt_mask, axis=1)
-        new_slots = (batch_size, total - prompt_length)
-        cache_mask = ops.concatenate(
-            [prompt_mask, ops.ones(new_slots, "int32")], axis=1
-        )
-        stops = None
-        if stop_ids:
-            stops = ops.convert_to_tensor(list(stop_ids), "int32")
-
-        def write(token_ids, out_mask, done, token, slot):
-            token = ops.where(done, pad_id, token)
-            token_ids = ops.slice_update(token_ids, [0, slot], token[:, None])
-            written = ops.cast(ops.logical_not(done), "int32")[:, None]
-            out_mask = ops.slice_update(out_mask, [0, slot], written)
-            finished = slot + 1 >= slot_limits
-            if stops is not None:
-                finished = ops.logical_or(
-                    finished, ops.any(token[:, None] == stops[None], axis=1)
-                )
-            return token_ids, out_mask, ops.logical_or(done, finished)
-
-        positions = (
-            ops.arange(prompt_length, dtype="int32")[None, :] - pads[:, None]
-        )
-        hidden, caches = self._prefill(
-            token_ids[:, :prompt_length],
-            caches,
-            cache_mask,
-            positions,
-            extras or {},
-        )
-        logits = self.logits(hidden[:, -1:])[:, 0]
-        token = next_tokens(logits, sampler, seed, prompt_length)
-        out_mask = ops.concatenate(
-            [prompt_mask, ops.zeros(new_slots, "int32")], axis=1
-        )
-        done = slot_limits <= prompt_length
-        token_ids, out_mask, done = write(
-            token_ids, out_mask, done, token, prompt_length
-        )
-
-        def more(slot, token_ids, out_mask, done, caches):
-            return ops.logical_and(slot < total, ops.logical_not(ops.all(done)))
-
-        def step(slot, token_ids, out_mask, done, caches):
-            previous = ops.slice(token_ids, [0, slot - 1], [batch_size, 1])
-            hidden, caches = self._decode(
-                previous,
-                caches,
-                slot - 1,
-                cache_mask,
-                # A finished row decodes on, unread; its positions stay in
-                # range (a table of learned positions has no more rows).
-                ops.minimum(slot - 1, slot_limits - 1)[:, None] - pads[:, None],
-            )
-            token = next_tokens(self.logits(hidden)[:, 0], sampler, seed, slot)
-            token_ids, out_mask, done = write(
-                token_ids, out_mask, done, token, slot
-            )
-            return slot + 1, token_ids, out_mask, done, caches
-
-        _, token_ids, out_mask, _, caches = ops.while_loop(
-            more,
-            step,
-            (
-                ops.convert_to_tensor(prompt_length + 1, "int32"),
-                token_ids,
-                out_mask,
-                done,
-                caches,
-            ),
-        )
-        # The tokens are small: whole on every device, so every process of
-        # a JAX cluster can read them.
-        token_ids = constrain(token_ids, (None, None))
-        out_mask = constrain(out_mask, (None, None))
-        return token_ids, out_mask, caches
-
-    # === Generation inputs ===
-
-    def _prompts(self, inputs):
-        """`(texts, single, prompts, width)`: prompts as lists of ids."""
-        if isinstance(inputs, str) or (
-            isinstance(inputs, (list, tuple))
-            and inputs
-            and all(isinstance(x, str) for x in inputs)
-        ):
-            if self.tokenizer is None:
-                raise ValueError(
-                    "Text prompts need a tokenizer, and this "
-                    f"{type(self).__name__} has none (its preset directory "
-                    "had no tokenizer.json or tokenizer.model). Pass token "
-                    "ids, or `tokenizer=` when building the model."
-                )
-            single = isinstance(inputs, str)
-            texts = [inputs] if single else list(inputs)
-            prompts = [list(self.tokenizer.encode(text)) for text in texts]
-            return True, single, _check_prompts(prompts), None
-        if isinstance(inputs, dict):
-            if "token_ids" not in inputs:
-                raise ValueError(
-                    "A dict of prompts needs `token_ids` (and optionally "
-                    f"`padding_mask`). Received keys: {sorted(inputs)}."
-                )
-            token_ids = np.asarray(inputs["token_ids"])
-            mask = inputs.get("padding_mask")
-            mask = np.ones_like(token_ids) if mask is None else np.asarray(mask)
-            return False, False, _unpad(token_ids, mask), token_ids.shape[1]
-        if isinstance(inputs, (list, tuple)) and all(
-            isinstance(row, (list, tuple, np.ndarray)) for row in inputs
-        ):
-            return False, False, _check_prompts(inputs), None
-        array = np.asarray(inputs)
-        if array.ndim == 2 and np.issubdtype(array.dtype, np.integer):
-            return False, False, _unpad(array, np.ones_like(array)), None
-        raise ValueError(
-            "`generate` takes a string or list of strings, a list of token "
-            "id lists, a 2D int array, or a dict with `token_ids` and "
-            f"`padding_mask`. Received: {type(inputs).__name__}."
-        )
-
-    def _row_limits(self, prompts, max_length, max_new_tokens, width):
-        """The length each row may reach, prompt included."""
-        if max_length is not None and max_new_tokens is not None:
-            raise ValueError(
-                "Pass `max_length` or `max_new_tokens`, not both. Received: "
-                f"max_length={max_length}, max_new_tokens={max_new_tokens}."
-            )
-        for name, value in (
-            ("max_length", max_length),
-            ("max_new_tokens", max_new_tokens),
-        ):
-            if value is not None and (
-                not isinstance(value, (int, np.integer))
-                or isinstance(value, bool)
-                or value < 1
-            ):
-                raise ValueError(
-                    f"`{name}` must be a positive integer. Received: "
-                    f"{name}={value!r}."
-                )
-        longest = max(len(p) for p in prompts)
-        if max_new_tokens is not None:
-            return [len(prompt) + max_new_tokens for prompt in prompts]
-        if max_length is None:
-            max_length = width
-        if max_length is None:
-            raise ValueError(
-                "Pass `max_length` (the length a row may reach, prompt "
-                "included) or `max_new_tokens` for prompts given as lists "
-                "or text."
-            )
-        if longest >= max_length:
-            raise ValueError(
-                f"A prompt of {longest} tokens leaves nothing to generate "
-                f"within max_length={max_length}. Pass a larger "
-                "`max_length` or use `max_new_tokens`."
-            )
-        return [max_length for _ in prompts]
-
-    def _check_positions(self, total):
-        """Refuses rows longer than a table of learned positions."""
-        if not self.backbone.decoder_stack.embed_takes_positions:
-            return
-        limit = getattr(self.backbone, "max_sequence_length", None)
-        if isinstance(limit, int) and total > limit:
-            raise ValueError(
-                f"Generating to {total} positions exceeds the "
-                f"{type(self.backbone).__name__}'s learned positions "
-                f"(max_sequence_length={limit}). Pass a smaller "
-                "`max_length` or `max_new_tokens`."
-            )
-
-    def _stop_ids(self, stop_token_ids):
-        if isinstance(stop_token_ids, str):
-            if stop_token_ids != "auto":
-                raise ValueError(
-                    "`stop_token_ids` must be 'auto', None or a list of "
-                    f"ints. Received: {stop_token_ids!r}."
-                )
-            if self.tokenizer is None:
-                return ()
-            return tuple(int(i) for i in self.tokenizer.eos_token_ids)
-        if stop_token_ids is None:
-            return ()
-        if isinstance(stop_token_ids, (int, np.integer)):
-            stop_token_ids = (stop_token_ids,)
-        ids = tuple(int(i) for i in stop_token_ids)
-        vocabulary = self.backbone.token_embedding.input_dim
-        bad = [i for i in ids if not 0 <= i < vocabulary]
-        if bad:
-            raise ValueError(
-                f"Stop token ids {bad} are outside the vocabulary "
-                f"[0, {vocabulary})."
-            )
-        return ids
-
-    def _generation_inputs(self, inputs, batch_size):
-        """Arrays besides the prompts that `generate` passes to `_prefill`.
-
-        Hook for subclasses whose generation needs more than token ids
-        (PaliGemma's `images`): from `generate`'s raw `inputs`, a dict of
-        arrays whose first dimension is `batch_size`. They go through the
-        compiled loop split over the batch axes like the prompts, and a new
-        shape traces the loop anew. By default there are none.
-        """
-        del inputs, batch_size
-        return {}
-
-    def _pad_id(self):
-        if self.tokenizer is None:
-            return 0
-        return int(self.tokenizer.pad_token_id)
-
     # === Training ===
 
     def compile(
@@ -893,43 +446,6 @@ class CausalLM(keras.Model):
             config["backbone"]
         )
         return cls(**config)
-
-
-def _check_prompts(prompts):
-    """Lists of ids -> list of int lists; refuses empty prompts."""
-    checked = []
-    for index, prompt in enumerate(prompts):
-        ids = [int(i) for i in np.asarray(prompt).reshape(-1)]
-        if not ids:
-            raise ValueError(
-                f"Prompt {index} is empty; every prompt needs at least one "
-                "token (a start token, for instance)."
-            )
-        checked.append(ids)
-    if not checked:
-        raise ValueError("`generate` received no prompts.")
-    return checked
-
-
-def _unpad(token_ids, padding_mask):
-    """Each row's real tokens, which must be one contiguous run."""
-    if token_ids.ndim != 2 or token_ids.shape != padding_mask.shape:
-        raise ValueError(
-            "`token_ids` and `padding_mask` must be 2D and of one shape. "
-            f"Received: {token_ids.shape} and {padding_mask.shape}."
-        )
-    prompts = []
-    rows = zip(token_ids, padding_mask.astype(bool), strict=True)
-    for row, (ids, mask) in enumerate(rows):
-        real = np.flatnonzero(mask)
-        if real.size and real[-1] - real[0] + 1 != real.size:
-            raise ValueError(
-                f"Row {row} of `padding_mask` has padding between real "
-                "tokens; pad each prompt on the left or the right only. "
-                f"Received: {mask.astype(int).tolist()}."
-            )
-        prompts.append(ids[real])
-    return _check_prompts(prompts)
 
 
 class PreprocessorFirstCausalLM(CausalLM):

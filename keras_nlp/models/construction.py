@@ -86,6 +86,14 @@ def check_heads_divide(hidden_dim, num_heads, heads_argument="num_heads"):
         )
 
 
+def check_dropout_rate(dropout):
+    """Raises a `ValueError` unless `dropout` is a rate in `[0, 1)`."""
+    if not 0 <= dropout < 1:
+        raise ValueError(
+            f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
+        )
+
+
 # The GELUs of `hidden_activation`: tanh-approximated (keras-hub's default)
 # and exact (erf-based, Hugging Face's `"gelu"`).
 GELU_ACTIVATIONS = ("gelu_approximate", "gelu")

@@ -3,11 +3,11 @@
 With JAX's multi-process runtime every process runs the same script, sees
 every device of the cluster in `jax.devices()` but holds data only on its
 own (`jax.local_devices()`). Layout maps and plans are global and need
-nothing new; what changes is around them: joining the cluster, feeding
-each process its part of the batch, and reading a value whose shards live
-in other processes (`numpy.asarray` raises on such an array). These
-helpers do that, and each one also works in a single process, so one
-script runs unchanged on a laptop and on a cluster.
+nothing new; what changes is around them: joining the cluster
+(`cluster`), feeding each process its part of the batch, and reading a
+value whose shards live in other processes (`global_arrays`). Each helper
+also works in a single process, so one script runs unchanged on a laptop
+and on a cluster.
 
 The cluster is described by Keras's environment variables
 (`KERAS_DISTRIBUTION_JOB_ADDRESSES`, `KERAS_DISTRIBUTION_NUM_PROCESSES`,
@@ -15,395 +15,38 @@ The cluster is described by Keras's environment variables
 keras_nlp.multihost.launch` sets for local runs.
 """
 
-import os
-import socket
-import time
-
-import keras
-import numpy as np
-
-ENV_ADDRESS = "KERAS_DISTRIBUTION_JOB_ADDRESSES"
-ENV_NUM_PROCESSES = "KERAS_DISTRIBUTION_NUM_PROCESSES"
-ENV_PROCESS_ID = "KERAS_DISTRIBUTION_PROCESS_ID"
-# Seconds; unset means JAX's defaults (minutes), which suit real clusters.
-ENV_INITIALIZATION_TIMEOUT = "KERAS_NLP_INITIALIZATION_TIMEOUT"
-ENV_HEARTBEAT_TIMEOUT = "KERAS_NLP_HEARTBEAT_TIMEOUT"
-ENV_SHUTDOWN_TIMEOUT = "KERAS_NLP_SHUTDOWN_TIMEOUT"
-
-_DEFAULT_INITIALIZATION_TIMEOUT = 300
-
-
-class ClusterError(RuntimeError):
-    """The processes of a JAX cluster could not be joined."""
-
-
-def _env_int(name, value):
-    if value is not None:
-        return int(value)
-    text = os.environ.get(name)
-    if text in (None, ""):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise ClusterError(
-            f"The environment variable {name} must be an integer; it is "
-            f"{text!r}."
-        ) from None
-
-
-def _jax():
-    if keras.backend.backend() != "jax":
-        return None
-    import jax
-
-    return jax
-
-
-def _wait_for_coordinator(address, timeout):
-    """Waits until `address` accepts TCP connections, or raises.
-
-    JAX aborts the whole process with a terse `DEADLINE_EXCEEDED` when the
-    coordinator never answers; checking first turns that into an exception
-    that names the address and the timeout.
-    """
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
-        raise ClusterError(
-            f"The coordinator address must be HOST:PORT; received {address!r}."
-        )
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with socket.create_connection((host, int(port)), timeout=1.0):
-                return
-        except OSError as error:
-            if time.monotonic() >= deadline:
-                raise ClusterError(
-                    f"The coordinator at {address} (process 0) did not "
-                    f"answer within {timeout} s ({error}). Start process 0 "
-                    f"first, check the address in {ENV_ADDRESS}, and check "
-                    "that the port is open between the hosts."
-                ) from None
-            time.sleep(0.2)
-
-
-def initialize(
-    coordinator_address=None,
-    num_processes=None,
-    process_id=None,
-    *,
-    initialization_timeout=None,
-    heartbeat_timeout=None,
-    shutdown_timeout=None,
-):
-    """Joins this process to a JAX cluster, or does nothing in one process.
-
-    Call it first, before anything touches a device, in every process with
-    the same address and count. Arguments left `None` come from Keras's
-    variables `KERAS_DISTRIBUTION_JOB_ADDRESSES` (the coordinator, process
-    0's `host:port`; a comma-separated list is read as Keras reads it,
-    first entry), `KERAS_DISTRIBUTION_NUM_PROCESSES` and
-    `KERAS_DISTRIBUTION_PROCESS_ID`. Without a coordinator address and with
-    at most one process, this is a no-op, so single-process runs need no
-    change.
-
-    Unlike `keras.distribution.initialize` this bounds the failure modes:
-    a coordinator that never answers raises `ClusterError` after
-    `initialization_timeout` seconds, and a process that dies later makes
-    JAX terminate the others once its heartbeats have been missing for
-    `heartbeat_timeout` seconds. Every process gets the same Keras random
-    seed, drawn by process 0, so variables initialize identically
-    everywhere (call `keras.utils.set_random_seed` afterwards to choose
-    it). CPU devices use JAX's gloo collectives.
-
-    Args:
-        coordinator_address: str, `host:port` of process 0.
-        num_processes: int, the number of processes of the cluster.
-        process_id: int, this process's rank in `[0, num_processes)`.
-        initialization_timeout: int seconds to wait for every process to
-            join (`KERAS_NLP_INITIALIZATION_TIMEOUT`; default 300).
-        heartbeat_timeout: int seconds of silence after which a process
-            is declared dead (`KERAS_NLP_HEARTBEAT_TIMEOUT`; JAX's default
-            otherwise).
-        shutdown_timeout: int seconds to wait for the others at exit
-            (`KERAS_NLP_SHUTDOWN_TIMEOUT`; JAX's default otherwise).
-
-    Returns:
-        bool, whether this process is part of a multi-process cluster.
-
-    Raises:
-        ClusterError: missing or inconsistent settings, or a coordinator
-            that did not answer in time.
-
-    Example:
-
-    ```python
-    from keras_nlp import multihost
-
-    # Without cluster settings in the environment: a single process.
-    multihost.initialize()
-    print(multihost.process_index(), multihost.process_count())  # 0 1
-    ```
-    """
-    if coordinator_address is None:
-        coordinator_address = os.environ.get(ENV_ADDRESS) or None
-    if coordinator_address:
-        coordinator_address = coordinator_address.split(",")[0].strip()
-    num_processes = _env_int(ENV_NUM_PROCESSES, num_processes)
-    process_id = _env_int(ENV_PROCESS_ID, process_id)
-    if not coordinator_address and (num_processes or 1) <= 1:
-        return False
-    jax = _jax()
-    if jax is None:
-        raise ClusterError(
-            "Multi-process runs need the JAX backend (KERAS_BACKEND=jax); "
-            f"the backend is {keras.backend.backend()}."
-        )
-    if not coordinator_address or num_processes is None or process_id is None:
-        raise ClusterError(
-            "A multi-process run needs the coordinator address, the number "
-            f"of processes and this process's id ({ENV_ADDRESS}, "
-            f"{ENV_NUM_PROCESSES}, {ENV_PROCESS_ID}); received "
-            f"address={coordinator_address!r}, "
-            f"num_processes={num_processes!r}, process_id={process_id!r}."
-        )
-    if not 0 <= process_id < num_processes:
-        raise ClusterError(
-            f"process_id must be in [0, {num_processes}); received "
-            f"{process_id}."
-        )
-    if jax.distributed.is_initialized():
-        return jax.process_count() > 1
-    initialization_timeout = _env_int(
-        ENV_INITIALIZATION_TIMEOUT, initialization_timeout
-    )
-    if initialization_timeout is None:
-        initialization_timeout = _DEFAULT_INITIALIZATION_TIMEOUT
-    options = {"initialization_timeout": initialization_timeout}
-    heartbeat_timeout = _env_int(ENV_HEARTBEAT_TIMEOUT, heartbeat_timeout)
-    if heartbeat_timeout is not None:
-        options["heartbeat_timeout_seconds"] = heartbeat_timeout
-    shutdown_timeout = _env_int(ENV_SHUTDOWN_TIMEOUT, shutdown_timeout)
-    if shutdown_timeout is not None:
-        options["shutdown_timeout_seconds"] = shutdown_timeout
-    # Gloo gives CPU devices cross-process collectives (no-op elsewhere).
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    if process_id != 0:
-        _wait_for_coordinator(coordinator_address, initialization_timeout)
-    jax.distributed.initialize(
-        coordinator_address=coordinator_address,
-        num_processes=num_processes,
-        process_id=process_id,
-        **options,
-    )
-    _agree_on_seed()
-    return jax.process_count() > 1
-
-
-def _agree_on_seed():
-    # Keras draws a default seed per process; initializers must agree, so
-    # every process takes process 0's draw (as keras.distribution.initialize
-    # does).
-    from jax.experimental import multihost_utils
-
-    seed = np.asarray(np.random.SeedSequence().entropy % (2**31), np.int64)
-    seed = multihost_utils.broadcast_one_to_all(seed)
-    keras.utils.set_random_seed(int(seed))
-
-
-def process_index():
-    """This process's rank in the cluster (0 in a single process)."""
-    jax = _jax()
-    return 0 if jax is None else jax.process_index()
-
-
-def process_count():
-    """The number of processes of the cluster (1 in a single process)."""
-    jax = _jax()
-    return 1 if jax is None else jax.process_count()
-
-
-def is_main_process():
-    """Whether this is process 0, the one that prints and writes files."""
-    return process_index() == 0
-
-
-def barrier(name):
-    """Waits until every process has reached `barrier(name)`.
-
-    A no-op in a single process.
-
-    Args:
-        name: str, the same in every process, distinct per barrier.
-    """
-    if process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
-def global_device_mesh(shape, axis_names=("batch", "model")):
-    """A `keras.distribution.DeviceMesh` over every process's devices.
-
-    Devices are ordered by process, so on a `(num_processes, d)` mesh each
-    process owns one row of the first axis (its batch shard) and model
-    parallelism stays within a host; a mesh whose model axis is larger than
-    one host's devices spans hosts.
-
-    Args:
-        shape: tuple of ints whose product is the number of devices of the
-            whole cluster.
-        axis_names: tuple of str, one per axis.
-
-    Returns:
-        A `keras.distribution.DeviceMesh`.
-
-    Example:
-
-    ```python
-    import keras
-    from keras_nlp import multihost
-
-    n = len(keras.distribution.list_devices())
-    mesh = multihost.global_device_mesh((1, n))
-    ```
-    """
-    devices = keras.distribution.list_devices()
-    jax = _jax()
-    if jax is not None:
-        by_id = {d.id: d for d in jax.devices()}
-
-        def owner(name):
-            device = by_id[int(name.rpartition(":")[2])]
-            return (device.process_index, device.id)
-
-        devices = sorted(devices, key=owner)
-    if int(np.prod(shape)) != len(devices):
-        raise ValueError(
-            f"A mesh of shape {tuple(shape)} needs {int(np.prod(shape))} "
-            f"devices; the cluster has {len(devices)} "
-            f"({process_count()} process(es))."
-        )
-    return keras.distribution.DeviceMesh(tuple(shape), axis_names, devices)
-
-
-def _data_sharding(distribution, shape):
-    layout = distribution.get_data_layout(shape)
-    return getattr(layout, "backend_layout", layout)
-
-
-def process_batch_slice(global_batch_size, distribution=None):
-    """The rows of the global batch that this process must feed.
-
-    On a `(2, 4)` mesh process `p` of two feeds half the batch; on a
-    `(1, 8)` mesh the batch is not split across processes and every process
-    feeds all of it.
-
-    Args:
-        global_batch_size: int.
-        distribution: a `keras.distribution.Distribution`; defaults to the
-            current one.
-
-    Returns:
-        A `slice` of the batch dimension.
-    """
-    distribution = distribution or keras.distribution.distribution()
-    jax = _jax()
-    if distribution is None or jax is None or jax.process_count() == 1:
-        return slice(0, global_batch_size)
-    sharding = _data_sharding(distribution, (global_batch_size,))
-    rows = [
-        index[0].indices(global_batch_size)[:2]
-        for index in sharding.addressable_devices_indices_map(
-            (global_batch_size,)
-        ).values()
-    ]
-    start, stop = min(r[0] for r in rows), max(r[1] for r in rows)
-    return slice(start, stop)
-
-
-def make_global_batch(local_batch, distribution=None):
-    """Assembles every process's part of a batch into global arrays.
-
-    Each process passes its rows of the global batch (see
-    `process_batch_slice`); the result is one `jax.Array` per input, laid
-    out by the distribution's data layout (batch dimension on its batch
-    axis), that a jitted step or the backbone itself takes as is. In a
-    single process or without a distribution the batch is returned as it
-    is. This is for custom steps and direct calls: `Model.fit`, `evaluate`
-    and `predict` under `ModelParallel` expect the *global* data in every
-    process and shard it across processes themselves, so giving them
-    per-process rows silently trains on a subset of the batch.
-
-    Args:
-        local_batch: an array, or a dict / list of arrays, batch first.
-        distribution: a `keras.distribution.Distribution`; defaults to the
-            current one.
-
-    Returns:
-        The same structure of global `jax.Array`s.
-
-    Example:
-
-    ```python
-    import numpy as np
-    from keras_nlp import multihost
-
-    tokens = np.zeros((8, 16), "int32")
-    rows = multihost.process_batch_slice(len(tokens))
-    batch = multihost.make_global_batch({"token_ids": tokens[rows]})
-    ```
-    """
-    distribution = distribution or keras.distribution.distribution()
-    jax = _jax()
-    if distribution is None or jax is None or jax.process_count() == 1:
-        return local_batch
-
-    def to_global(value):
-        value = np.asarray(value)
-        # The data layout depends only on the rank and the batch dimension.
-        sharding = _data_sharding(distribution, value.shape)
-        return jax.make_array_from_process_local_data(sharding, value)
-
-    return keras.tree.map_structure(to_global, local_batch)
-
-
-def gather(value):
-    """The whole value as NumPy in every process, wherever its shards are.
-
-    A sharded array spanning other processes' devices cannot be read
-    directly; this gathers it (a collective: every process must call
-    `gather` on the same values in the same order).
-
-    Args:
-        value: an array, a `keras.Variable`, or a structure of them.
-
-    Returns:
-        The same structure of `numpy.ndarray`s.
-
-    Example:
-
-    ```python
-    import keras
-    from keras_nlp import multihost
-
-    multihost.gather({"x": keras.ops.ones((2, 3))})["x"].shape  # (2, 3)
-    ```
-    """
-    jax = _jax()
-
-    def to_numpy(item):
-        if isinstance(item, keras.Variable):
-            item = item.value
-        if (
-            jax is not None
-            and isinstance(item, jax.Array)
-            and not item.is_fully_addressable
-        ):
-            from jax.experimental import multihost_utils
-
-            item = multihost_utils.process_allgather(item, tiled=True)
-        return np.asarray(keras.ops.convert_to_numpy(item))
-
-    return keras.tree.map_structure(to_numpy, value)
+from keras_nlp.multihost.cluster import ENV_ADDRESS
+from keras_nlp.multihost.cluster import ENV_HEARTBEAT_TIMEOUT
+from keras_nlp.multihost.cluster import ENV_INITIALIZATION_TIMEOUT
+from keras_nlp.multihost.cluster import ENV_NUM_PROCESSES
+from keras_nlp.multihost.cluster import ENV_PROCESS_ID
+from keras_nlp.multihost.cluster import ENV_SHUTDOWN_TIMEOUT
+from keras_nlp.multihost.cluster import ClusterError
+from keras_nlp.multihost.cluster import barrier
+from keras_nlp.multihost.cluster import initialize
+from keras_nlp.multihost.cluster import is_main_process
+from keras_nlp.multihost.cluster import process_count
+from keras_nlp.multihost.cluster import process_index
+from keras_nlp.multihost.global_arrays import gather
+from keras_nlp.multihost.global_arrays import global_device_mesh
+from keras_nlp.multihost.global_arrays import make_global_batch
+from keras_nlp.multihost.global_arrays import process_batch_slice
+
+__all__ = [
+    "ENV_ADDRESS",
+    "ENV_HEARTBEAT_TIMEOUT",
+    "ENV_INITIALIZATION_TIMEOUT",
+    "ENV_NUM_PROCESSES",
+    "ENV_PROCESS_ID",
+    "ENV_SHUTDOWN_TIMEOUT",
+    "ClusterError",
+    "barrier",
+    "gather",
+    "global_device_mesh",
+    "initialize",
+    "is_main_process",
+    "make_global_batch",
+    "process_batch_slice",
+    "process_count",
+    "process_index",
+]

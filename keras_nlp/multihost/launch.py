@@ -143,6 +143,79 @@ def _stop(popen, sig):
         pass
 
 
+def _timeout_env(env, initialization_timeout, heartbeat_timeout):
+    """The caller's extra variables, with the timeouts `initialize` reads."""
+    extra = dict(env or {})
+    if initialization_timeout is not None:
+        extra[multihost.ENV_INITIALIZATION_TIMEOUT] = str(
+            initialization_timeout
+        )
+    if heartbeat_timeout is not None:
+        extra[multihost.ENV_HEARTBEAT_TIMEOUT] = str(heartbeat_timeout)
+        extra.setdefault(multihost.ENV_SHUTDOWN_TIMEOUT, str(heartbeat_timeout))
+    return extra
+
+
+def _start(argv, env, cwd, log):
+    return subprocess.Popen(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        # Own process group: stopping it stops its children too.
+        start_new_session=True,
+    )
+
+
+def _stop_all(running, killed):
+    """Stops every process still running, adding its rank to `killed`."""
+    for rank, popen in running.items():
+        if popen.poll() is None:
+            killed.add(rank)
+            _stop(popen, signal.SIGTERM)
+    # JAX workers log SIGTERM as a preemption notice and keep running, so
+    # SIGKILL follows soon.
+    deadline = time.monotonic() + 3
+    for popen in running.values():
+        try:
+            popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _stop(popen, signal.SIGKILL)
+            popen.wait()
+
+
+def _supervise(running, start, timeout, grace):
+    """Waits until every process has exited, stopping the rest `grace`
+    seconds after one fails or at the timeout.
+
+    Returns:
+        `(timed_out, killed)`: a bool, and the set of ranks stopped.
+    """
+    killed = set()
+    failed_at = None
+    while True:
+        codes = [p.poll() for p in running.values()]
+        if all(code is not None for code in codes):
+            return False, killed
+        now = time.monotonic()
+        if failed_at is None and any(c not in (None, 0) for c in codes):
+            failed_at = now
+        timed_out = now - start > timeout
+        if timed_out or (failed_at is not None and now - failed_at > grace):
+            _stop_all(running, killed)
+            return timed_out, killed
+        time.sleep(0.05)
+
+
+def _read_log(log):
+    log.seek(0)
+    output = log.read().decode("utf-8", "replace")
+    log.close()
+    return output
+
+
 def launch(
     argv,
     processes=2,
@@ -196,76 +269,33 @@ def launch(
         argv = [sys.executable, argv]
     argv = [os.fspath(a) for a in argv]
     address = f"{LOOPBACK}:{port or free_port()}"
-    extra = dict(env or {})
-    if initialization_timeout is not None:
-        extra[multihost.ENV_INITIALIZATION_TIMEOUT] = str(
-            initialization_timeout
-        )
-    if heartbeat_timeout is not None:
-        extra[multihost.ENV_HEARTBEAT_TIMEOUT] = str(heartbeat_timeout)
-        extra.setdefault(multihost.ENV_SHUTDOWN_TIMEOUT, str(heartbeat_timeout))
+    extra = _timeout_env(env, initialization_timeout, heartbeat_timeout)
     ranks = list(range(processes)) if process_ids is None else process_ids
     start = time.monotonic()
     logs, running = {}, {}
-    killed = set()
-    timed_out = False
     try:
         for rank in ranks:
             logs[rank] = tempfile.TemporaryFile(mode="w+b")
-            running[rank] = subprocess.Popen(
-                argv,
-                env=process_env(
-                    rank, processes, address, devices_per_process, extra=extra
-                ),
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=logs[rank],
-                stderr=subprocess.STDOUT,
-                # Own process group: stopping it stops its children too.
-                start_new_session=True,
+            rank_env = process_env(
+                rank, processes, address, devices_per_process, extra=extra
             )
-        failed_at = None
-        while True:
-            codes = [p.poll() for p in running.values()]
-            if all(code is not None for code in codes):
-                break
-            now = time.monotonic()
-            if failed_at is None and any(c not in (None, 0) for c in codes):
-                failed_at = now
-            if now - start > timeout:
-                timed_out = True
-            if timed_out or (failed_at is not None and now - failed_at > grace):
-                for rank, popen in running.items():
-                    if popen.poll() is None:
-                        killed.add(rank)
-                        _stop(popen, signal.SIGTERM)
-                # JAX workers log SIGTERM as a preemption notice and keep
-                # running, so SIGKILL follows soon.
-                deadline = time.monotonic() + 3
-                for popen in running.values():
-                    try:
-                        popen.wait(max(0.1, deadline - time.monotonic()))
-                    except subprocess.TimeoutExpired:
-                        _stop(popen, signal.SIGKILL)
-                        popen.wait()
-                break
-            time.sleep(0.05)
+            running[rank] = _start(argv, rank_env, cwd, logs[rank])
+        timed_out, killed = _supervise(running, start, timeout, grace)
     finally:
         for popen in running.values():
             if popen.poll() is None:
                 _stop(popen, signal.SIGKILL)
                 popen.wait()
     elapsed = time.monotonic() - start
-    results = []
-    for rank in ranks:
-        logs[rank].seek(0)
-        output = logs[rank].read().decode("utf-8", "replace")
-        logs[rank].close()
-        results.append(
-            ProcessResult(
-                rank, running[rank].returncode, output, rank in killed
-            )
+    results = [
+        ProcessResult(
+            rank,
+            running[rank].returncode,
+            _read_log(logs[rank]),
+            rank in killed,
         )
+        for rank in ranks
+    ]
     return LaunchResult(results, timed_out, elapsed, address)
 
 

@@ -2,7 +2,7 @@
 
 `keras_nlp.models.Backbone` mixes `PresetMixin` in. Built-in presets are
 each class's `presets` dict (configs only); preset directories are read
-and written by `preset_config` and `preset_weights`.
+and written by `preset_config`, `h5_loading` and `h5_writer`.
 """
 
 import difflib
@@ -10,6 +10,8 @@ import math
 import os
 
 from keras_nlp import multihost
+from keras_nlp.saving.h5_loading import build_from_preset_weights
+from keras_nlp.saving.h5_writer import write_weights
 from keras_nlp.saving.huggingface.checkpoint import is_huggingface_directory
 from keras_nlp.saving.huggingface.export import write_huggingface
 from keras_nlp.saving.huggingface.loading import build_from_huggingface
@@ -17,9 +19,7 @@ from keras_nlp.saving.huggingface.loading import huggingface_config
 from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_config import write_backbone_config
 from keras_nlp.saving.preset_files import PresetDirectory
-from keras_nlp.saving.preset_files import staged_preset
-from keras_nlp.saving.preset_weights import build_from_preset_weights
-from keras_nlp.saving.preset_weights import write_weights
+from keras_nlp.saving.preset_staging import staged_preset
 from keras_nlp.saving.registry import registered_backbones
 
 

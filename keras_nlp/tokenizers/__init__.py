@@ -7,9 +7,9 @@
 """
 
 from keras_nlp.tokenizers.text_preprocessor import TextPreprocessor
-from keras_nlp.tokenizers.tokenizer import TOKENIZER_FILES
 from keras_nlp.tokenizers.tokenizer import Tokenizer
 from keras_nlp.tokenizers.tokenizer import find_tokenizer
+from keras_nlp.tokenizers.tokenizer_files import TOKENIZER_FILES
 
 __all__ = [
     "TOKENIZER_FILES",

@@ -11,7 +11,7 @@ import pytest
 
 from keras_nlp.distribution import MeshShape
 from keras_nlp.distribution import VariableInfo
-from keras_nlp.distribution.planning import backbone_variables
+from keras_nlp.distribution.backbone_planner import backbone_variables
 from keras_nlp.models import Backbone
 
 _PATH = pathlib.Path(__file__).parents[2] / "benchmarks" / "memory.py"

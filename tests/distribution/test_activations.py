@@ -9,11 +9,11 @@ import pytest
 
 from benchmarks._sharded_configs import Step
 from benchmarks.collectives import collective_stats
+from keras_nlp.distribution import LayoutError
 from keras_nlp.distribution.activations import FREE
 from keras_nlp.distribution.activations import ActivationPlan
 from keras_nlp.distribution.activations import batch_size_scope
 from keras_nlp.distribution.layout_map import verify_layouts
-from keras_nlp.distribution.resolver import LayoutError
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.models import GPT2Backbone
 from tests.models.backbone_checks import make_mesh

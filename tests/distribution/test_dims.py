@@ -9,9 +9,9 @@ from keras_nlp.distribution import MODEL
 from keras_nlp.distribution import LayoutError
 from keras_nlp.distribution import declare_dims
 from keras_nlp.distribution import declare_einsum_dims
+from keras_nlp.distribution.backbone_planner import backbone_variables
 from keras_nlp.distribution.dims import declared_dims
 from keras_nlp.distribution.dims import einsum_dims
-from keras_nlp.distribution.planning import backbone_variables
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules

@@ -11,12 +11,12 @@ from keras_nlp.distribution import DATA
 from keras_nlp.distribution import EXPERT
 from keras_nlp.distribution import MODEL
 from keras_nlp.distribution import LayoutError
-from keras_nlp.distribution import MeshShape
+from keras_nlp.distribution import PlanRequest
 from keras_nlp.distribution import VariableInfo
 from keras_nlp.distribution import normalize_rules
 from keras_nlp.distribution import resolve_layout
-from keras_nlp.distribution.plan import ALTERNATIVE
-from keras_nlp.distribution.plan import SHARDED
+from keras_nlp.distribution.layout_plan import ALTERNATIVE
+from keras_nlp.distribution.layout_plan import SHARDED
 from keras_nlp.models import MixtralBackbone
 from tests.models.tiny_configs import tiny
 
@@ -34,12 +34,10 @@ def plan_for(num_experts, mesh, expert_axis, strict=False, data_axis="batch"):
     return resolve_layout(
         normalize_rules(EXPERT_RULES, "ToyBackbone"),
         variables,
-        MeshShape.from_mesh(mesh),
-        model_axis="model",
-        data_axis=data_axis,
-        expert_axis=expert_axis,
+        PlanRequest(
+            mesh, data_axis=data_axis, expert_axis=expert_axis, strict=strict
+        ),
         owner="ToyBackbone",
-        strict=strict,
     )
 
 
@@ -155,7 +153,7 @@ def test_the_layout_map_carries_the_expert_axis():
         (1, 4, 2), ("batch", "expert", "model"), devices
     )
     layout_map = MixtralBackbone.get_layout_map(mesh)
-    assert layout_map.expert_axis == "expert"
+    assert layout_map.request.expert_axis == "expert"
     assert "expert_axis='expert'" in repr(layout_map)
 
 

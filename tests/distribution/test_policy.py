@@ -12,14 +12,15 @@ from keras_nlp.distribution import DATA
 from keras_nlp.distribution import MODEL
 from keras_nlp.distribution import LayoutError
 from keras_nlp.distribution import MeshShape
+from keras_nlp.distribution import PlanRequest
 from keras_nlp.distribution import VariableInfo
 from keras_nlp.distribution import normalize_rules
 from keras_nlp.distribution import resolve_layout
 from keras_nlp.distribution.cost import CostModel
 from keras_nlp.distribution.cost import estimate
 from keras_nlp.distribution.cost import estimate_plan
-from keras_nlp.distribution.plan import ALTERNATIVE
-from keras_nlp.distribution.plan import FALLBACK
+from keras_nlp.distribution.layout_plan import ALTERNATIVE
+from keras_nlp.distribution.layout_plan import FALLBACK
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.models import GPT2Backbone
 from keras_nlp.models import QwenBackbone
@@ -35,12 +36,12 @@ def key_kernel_plan(policy, hidden=64, mesh=(1, 8), tokens_per_step=16384):
     return resolve_layout(
         normalize_rules([("key", (DATA, MODEL, None))], "ToyBackbone"),
         [VariableInfo("key", (hidden, 2, 8), "float32", True)],
-        MeshShape(mesh, ("batch", "model")),
-        model_axis="model",
-        data_axis="batch",
+        PlanRequest(
+            MeshShape(mesh, ("batch", "model")),
+            policy=policy,
+            tokens_per_step=tokens_per_step,
+        ),
         owner="ToyBackbone",
-        policy=policy,
-        tokens_per_step=tokens_per_step,
     ).weight("key")
 
 
@@ -112,12 +113,12 @@ def test_strict_still_names_what_cannot_move():
         resolve_layout(
             normalize_rules([("key", (DATA, MODEL, None))], "ToyBackbone"),
             [VariableInfo("key", (12, 2, 8), "float32", True)],
-            MeshShape((1, 8), ("batch", "model")),
-            model_axis="model",
-            data_axis="batch",
+            PlanRequest(
+                MeshShape((1, 8), ("batch", "model")),
+                policy="memory",
+                strict=True,
+            ),
             owner="ToyBackbone",
-            policy="memory",
-            strict=True,
         )
 
 

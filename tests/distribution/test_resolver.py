@@ -6,6 +6,7 @@ from keras_nlp.distribution import DATA
 from keras_nlp.distribution import MODEL
 from keras_nlp.distribution import LayoutError
 from keras_nlp.distribution import MeshShape
+from keras_nlp.distribution import PlanRequest
 from keras_nlp.distribution import VariableInfo
 from keras_nlp.distribution import normalize_rules
 from keras_nlp.distribution import resolve_layout
@@ -18,15 +19,14 @@ def variables(**shapes):
     ]
 
 
-def resolve(raw_rules, vars_, mesh=(1, 2), data_axis="batch", **kwargs):
+def resolve(raw_rules, vars_, mesh=(1, 2), data_axis="batch", **settings):
     return resolve_layout(
         normalize_rules(raw_rules, "ToyBackbone"),
         vars_,
-        MeshShape(mesh, ("batch", "model")),
-        model_axis="model",
-        data_axis=data_axis,
+        PlanRequest(
+            MeshShape(mesh, ("batch", "model")), data_axis=data_axis, **settings
+        ),
         owner="ToyBackbone",
-        **kwargs,
     )
 
 

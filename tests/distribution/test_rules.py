@@ -18,6 +18,7 @@ def test_single_spec_and_alternatives_are_normalized():
 
 
 def test_named_dimensions_appear_in_fallback_reasons():
+    from keras_nlp.distribution import PlanRequest
     from keras_nlp.distribution import VariableInfo
     from keras_nlp.distribution import resolve_layout
 
@@ -28,9 +29,7 @@ def test_named_dimensions_appear_in_fallback_reasons():
     plan = resolve_layout(
         rules,
         [VariableInfo("kv", (8, 2, 4), "float32", True)],
-        MeshShape.parse("1x4"),
-        model_axis="model",
-        data_axis="batch",
+        PlanRequest(MeshShape.parse("1x4")),
         owner="Toy",
     )
     (weight,) = plan.fallbacks

@@ -56,7 +56,7 @@ import numpy as np
 import pytest
 
 import keras_nlp.models
-from keras_nlp.saving.preset_weights import forget_deferred
+from keras_nlp.saving.weight_transfer import forget_deferred
 from tests import oracles
 from tests.models.tiny_configs import tiny
 

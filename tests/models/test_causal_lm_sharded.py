@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_nlp.distribution.generation import planned_cache_specs
+from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.rules import entry_axes
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.models import GPTNeoXBackbone

@@ -32,8 +32,8 @@ from keras_nlp.saving import PresetBusyError
 from keras_nlp.saving import PresetError
 from keras_nlp.saving import WeightsFile
 from keras_nlp.saving import check_weights
+from keras_nlp.saving import h5_writer
 from keras_nlp.saving import load_weights
-from keras_nlp.saving import preset_weights
 from tests.models.tiny_configs import tiny
 
 QUERY_PATH = "transformer_layer_0/self_attention/query/kernel"
@@ -420,11 +420,11 @@ def leftovers(preset):
 KILL_DURING_SAVE = """
 import json, os, signal, sys
 from keras_nlp.models import LlamaBackbone
-from keras_nlp.saving import preset_weights
+from keras_nlp.saving import h5_writer
 
 path, config = sys.argv[1], json.loads(sys.argv[2])
 backbone = LlamaBackbone(**config)
-write = preset_weights._ShardedWriter.write
+write = h5_writer._ShardedWriter.write
 calls = []
 
 def write_then_die(self, *args):
@@ -433,7 +433,7 @@ def write_then_die(self, *args):
     if len(calls) == 3:
         os.kill(os.getpid(), signal.SIGKILL)
 
-preset_weights._ShardedWriter.write = write_then_die
+h5_writer._ShardedWriter.write = write_then_die
 backbone.save_to_preset(path)
 """
 
@@ -469,7 +469,7 @@ def test_a_concurrent_save_fails_and_the_first_wins_whole(
 ):
     first, second = random_backbone(seed=1), random_backbone(seed=2)
     started, finish = threading.Event(), threading.Event()
-    write = preset_weights._ShardedWriter.write
+    write = h5_writer._ShardedWriter.write
 
     def slow_write(self, *args):
         if threading.current_thread().name == "first-save":
@@ -477,7 +477,7 @@ def test_a_concurrent_save_fails_and_the_first_wins_whole(
             assert finish.wait(60)
         write(self, *args)
 
-    monkeypatch.setattr(preset_weights._ShardedWriter, "write", slow_write)
+    monkeypatch.setattr(h5_writer._ShardedWriter, "write", slow_write)
     errors = []
 
     def save_first():

@@ -2,13 +2,15 @@
 
 import keras
 
+from keras_nlp.layers.cross_attention_decoder_block import (
+    CrossAttentionDecoderBlock,
+)
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import position_embedding_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
-from keras_nlp.layers.transformer_decoder import TransformerDecoderBlock
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bart.bart_presets import BART_PRESETS
 from keras_nlp.models.construction import check_heads_divide
@@ -151,7 +153,7 @@ class BartBackbone(Backbone):
             for i in range(num_layers)
         ]
         self.decoder_transformer_layers = [
-            TransformerDecoderBlock(
+            CrossAttentionDecoderBlock(
                 kernel_initializer=initializer,
                 name=f"transformer_decoder_layer_{i}",
                 **block_options,

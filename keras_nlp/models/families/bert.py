@@ -30,6 +30,7 @@ from keras_nlp.layers.token_and_position_embedding import (
 from keras_nlp.layers.token_and_position_embedding import segment_embedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.layers.transformer_encoder import TransformerEncoderBlock
+from keras_nlp.models.construction import check_dropout_rate
 from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.encoder import init_encoder_graph
 
@@ -54,6 +55,7 @@ def encoder_block(
     initializer,
     dtype=None,
     mixing=None,
+    use_key_bias=None,
     **kwargs,
 ):
     """A `TransformerEncoderBlock` named `name`, with multi-head attention.
@@ -66,6 +68,9 @@ def encoder_block(
         initializer: initializer of every kernel.
         dtype: dtype or `keras.DTypePolicy`.
         mixing: optional token-mixing layer used instead of attention.
+        use_key_bias: bool or `None`. Bias on the attention's key
+            projection; `None` follows the other projections (Whisper's
+            keys have none).
         **kwargs: forwarded to `TransformerEncoderBlock`
             (`sublayer_names`, `bias_initializer`).
     """
@@ -75,6 +80,7 @@ def encoder_block(
             num_key_value_heads=num_heads,
             use_bias=True,
             use_output_bias=True,
+            use_key_bias=use_key_bias,
             dropout=dropout,
             kernel_initializer=fresh_initializer(initializer),
             dtype=dtype,
@@ -94,52 +100,38 @@ def encoder_block(
     )
 
 
-def build_bert_style(
+def bert_embeddings(
     backbone,
     *,
     vocabulary_size,
-    num_layers,
-    num_heads,
     hidden_dim,
-    intermediate_dim,
-    dropout,
     max_sequence_length,
-    activation,
+    dropout,
     initializer,
-    bias_initializer="zeros",
-    layer_norm_epsilon=1e-12,
-    num_segments=None,
-    embedding_dim=None,
-    projection_name=None,
-    project_before_dropout=False,
-    embeddings_layer=None,
-    pooled=True,
-    blocks=None,
-    padding_mask=True,
-    dtype=None,
-    **kwargs,
+    bias_initializer,
+    layer_norm_epsilon,
+    num_segments,
+    embedding_dim,
+    projection_name,
+    project_before_dropout,
+    embeddings_layer,
+    dtype,
 ):
-    """Builds a BERT-style encoder into `backbone`; initializes its graph.
+    """Adds the BERT-style embedding layers to `backbone`.
 
     Sets `token_embedding` and `position_embedding` (or `embeddings`,
     holding both), `segment_embedding` when there are segments,
-    `embeddings_layer_norm`, `embeddings_dropout`, `embeddings_projection`
-    when there is a projection, `transformer_layers` and `pooled_dense`
-    when pooled, with the checkpoints' names.
+    `embeddings_layer_norm`, `embeddings_dropout` and
+    `embeddings_projection` (`None` without a projection), with the
+    checkpoints' names.
 
     Args:
         backbone: the backbone being constructed.
-        vocabulary_size, num_layers, num_heads, hidden_dim,
-            intermediate_dim, dropout, max_sequence_length: as in
-            `BertBackbone`.
-        activation: str, the feed-forward activation.
-        initializer: initializer of every table and kernel (copied for
-            each).
-        bias_initializer: initializer of the projection's and pooler's
-            biases (F-Net: random, like its kernels).
-        layer_norm_epsilon: float. Epsilon of every LayerNorm.
-        num_segments: int, or `None` for no segment embedding and no
-            `segment_ids` input.
+        vocabulary_size, hidden_dim, max_sequence_length, dropout,
+            initializer, bias_initializer, layer_norm_epsilon, dtype: as in
+            `build_bert_style`.
+        num_segments: int, or `None` for no segment embedding (and no
+            `segment_ids` input).
         embedding_dim: width of the embedding tables; `None` means
             `hidden_dim`.
         projection_name: name of a dense projection of the embeddings to
@@ -151,21 +143,10 @@ def build_bert_style(
             both tables (RoBERTa `embeddings`, DistilBERT
             `token_and_position_embedding`), or `None` for the top-level
             layers `token_embedding` and `position_embedding`.
-        pooled: bool. Add `pooled_dense` and output
-            `{"sequence_output", "pooled_output"}`.
-        blocks: the blocks in call order, or `None` for `num_layers`
-            attention blocks `transformer_layer_{i}`. The attribute
-            `transformer_layers` lists each distinct block once.
-        padding_mask: bool. Take a `padding_mask` input.
-        dtype: dtype or `keras.DTypePolicy`.
-        **kwargs: forwarded to `keras.Model` (`name`, ...).
+
+    Returns:
+        `embed(token_ids, segment_ids)`, the encoder's first hidden states.
     """
-    if num_heads is not None:
-        check_heads_divide(hidden_dim, num_heads)
-    if not 0 <= dropout < 1:
-        raise ValueError(
-            f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
-        )
     embedding_dim = embedding_dim or hidden_dim
     if embeddings_layer:
         backbone.embeddings = TokenAndPositionEmbedding(
@@ -229,6 +210,81 @@ def build_bert_style(
             return backbone.embeddings_dropout(project(x))
         return project(backbone.embeddings_dropout(x))
 
+    return embed
+
+
+def build_bert_style(
+    backbone,
+    *,
+    vocabulary_size,
+    num_layers,
+    num_heads,
+    hidden_dim,
+    intermediate_dim,
+    dropout,
+    max_sequence_length,
+    activation,
+    initializer,
+    bias_initializer="zeros",
+    layer_norm_epsilon=1e-12,
+    num_segments=None,
+    embedding_dim=None,
+    projection_name=None,
+    project_before_dropout=False,
+    embeddings_layer=None,
+    pooled=True,
+    blocks=None,
+    padding_mask=True,
+    dtype=None,
+    **kwargs,
+):
+    """Builds a BERT-style encoder into `backbone`; initializes its graph.
+
+    Sets the embedding layers (see `bert_embeddings`), `transformer_layers`
+    and `pooled_dense` (`None` unless pooled), with the checkpoints' names.
+
+    Args:
+        backbone: the backbone being constructed.
+        vocabulary_size, num_layers, num_heads, hidden_dim,
+            intermediate_dim, dropout, max_sequence_length: as in
+            `BertBackbone`.
+        activation: str, the feed-forward activation.
+        initializer: initializer of every table and kernel (copied for
+            each).
+        bias_initializer: initializer of the projection's and pooler's
+            biases (F-Net: random, like its kernels).
+        layer_norm_epsilon: float. Epsilon of every LayerNorm.
+        num_segments, embedding_dim, projection_name,
+            project_before_dropout, embeddings_layer: the embeddings' shape,
+            as in `bert_embeddings`.
+        pooled: bool. Add `pooled_dense` and output
+            `{"sequence_output", "pooled_output"}`.
+        blocks: the blocks in call order, or `None` for `num_layers`
+            attention blocks `transformer_layer_{i}`. The attribute
+            `transformer_layers` lists each distinct block once.
+        padding_mask: bool. Take a `padding_mask` input.
+        dtype: dtype or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (`name`, ...).
+    """
+    if num_heads is not None:
+        check_heads_divide(hidden_dim, num_heads)
+    check_dropout_rate(dropout)
+    embed = bert_embeddings(
+        backbone,
+        vocabulary_size=vocabulary_size,
+        hidden_dim=hidden_dim,
+        max_sequence_length=max_sequence_length,
+        dropout=dropout,
+        initializer=initializer,
+        bias_initializer=bias_initializer,
+        layer_norm_epsilon=layer_norm_epsilon,
+        num_segments=num_segments,
+        embedding_dim=embedding_dim,
+        projection_name=projection_name,
+        project_before_dropout=project_before_dropout,
+        embeddings_layer=embeddings_layer,
+        dtype=dtype,
+    )
     if blocks is None:
         blocks = [
             encoder_block(

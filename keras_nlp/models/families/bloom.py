@@ -12,6 +12,8 @@ replace ALiBi by a rotary embedding, share key/value heads, drop the
 biases and run parallel residuals (with one norm or two).
 """
 
+import functools
+
 import keras
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
@@ -30,6 +32,91 @@ ATTENTION_NAMES = {
     "value": "value_dense",
     "output": "output_dense",
 }
+
+
+def bloom_embeddings(
+    backbone,
+    *,
+    vocabulary_size,
+    hidden_dim,
+    initializer,
+    layer_norm,
+    layer_norm_epsilon,
+    dtype,
+):
+    """Adds `token_embedding` (and `embeddings_layer_norm`) to `backbone`.
+
+    Args:
+        backbone: the backbone being constructed.
+        vocabulary_size, hidden_dim, layer_norm_epsilon, dtype: as in
+            `build_bloom_style`.
+        initializer: initializer of the token table.
+        layer_norm: bool. Layer-normalize the token embeddings (BLOOM's
+            `embedding_layernorm`).
+
+    Returns:
+        A callable mapping the token ids to the first hidden states.
+    """
+    backbone.token_embedding = token_embedding(
+        vocabulary_size,
+        hidden_dim,
+        initializer=initializer,
+        dtype=dtype,
+    )
+    if not layer_norm:
+        return backbone.token_embedding
+    backbone.embeddings_layer_norm = keras.layers.LayerNormalization(
+        epsilon=layer_norm_epsilon,
+        dtype=dtype,
+        name="embedding_layernorm",
+    )
+
+    def embed(token_ids):
+        return backbone.embeddings_layer_norm(
+            backbone.token_embedding(token_ids)
+        )
+
+    return embed
+
+
+def bloom_attention(
+    name,
+    *,
+    num_heads,
+    num_key_value_heads,
+    rotary_max_wavelength,
+    scale_alibi,
+    use_bias,
+    dropout,
+    dtype,
+):
+    """One block's attention: ALiBi, or rotary with a wavelength given.
+
+    Args:
+        name: the layer's name.
+        num_heads, num_key_value_heads, rotary_max_wavelength, scale_alibi,
+            use_bias, dropout, dtype: as in `build_bloom_style`.
+    """
+    rotary = rotary_max_wavelength is not None
+    return CachedGroupedQueryAttention(
+        num_query_heads=num_heads,
+        num_key_value_heads=num_key_value_heads or num_heads,
+        rotary_embedding=(
+            RotaryEmbedding(max_wavelength=rotary_max_wavelength)
+            if rotary
+            else None
+        ),
+        use_bias=use_bias,
+        use_output_bias=use_bias,
+        flat_output_kernel=True,
+        use_alibi=not rotary,
+        scale_alibi=scale_alibi and not rotary,
+        zero_unattended_queries=True,
+        dropout=dropout,
+        sublayer_names=ATTENTION_NAMES,
+        dtype=dtype,
+        name=name,
+    )
 
 
 def build_bloom_style(
@@ -74,7 +161,7 @@ def build_bloom_style(
             attention branch's output.
         embeddings_initializer: initializer of the token table.
         attention_name: the attention layer's name in each block.
-        block_names: `DecoderLayer` `sublayer_names` of the checkpoint.
+        block_names: `DecoderBlock` `sublayer_names` of the checkpoint.
         feedforward_dropout: float or `None` (`dropout`). Dropout on the
             feed-forward branch's output.
         scale_alibi: bool. Scale the ALiBi bias by `1 / sqrt(head_dim)`
@@ -90,53 +177,31 @@ def build_bloom_style(
             replaces ALiBi.
         use_bias: bool. Biases on every attention and feed-forward
             projection.
-        parallel_residual, shared_norm: as in `DecoderLayer`.
+        parallel_residual, shared_norm: as in `DecoderBlock`.
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
     check_heads_divide(hidden_dim, num_heads, heads_argument)
-    backbone.token_embedding = token_embedding(
-        vocabulary_size,
-        hidden_dim,
+    embed = bloom_embeddings(
+        backbone,
+        vocabulary_size=vocabulary_size,
+        hidden_dim=hidden_dim,
         initializer=embeddings_initializer,
+        layer_norm=embeddings_layer_norm,
+        layer_norm_epsilon=layer_norm_epsilon,
         dtype=dtype,
     )
-    embed = backbone.token_embedding
-    if embeddings_layer_norm:
-        backbone.embeddings_layer_norm = keras.layers.LayerNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="embedding_layernorm",
-        )
-
-        def embed(token_ids):
-            return backbone.embeddings_layer_norm(
-                backbone.token_embedding(token_ids)
-            )
-
-    rotary = rotary_max_wavelength is not None
-
-    def attention():
-        return CachedGroupedQueryAttention(
-            num_query_heads=num_heads,
-            num_key_value_heads=num_key_value_heads or num_heads,
-            rotary_embedding=(
-                RotaryEmbedding(max_wavelength=rotary_max_wavelength)
-                if rotary
-                else None
-            ),
-            use_bias=use_bias,
-            use_output_bias=use_bias,
-            flat_output_kernel=True,
-            use_alibi=not rotary,
-            scale_alibi=scale_alibi and not rotary,
-            zero_unattended_queries=True,
-            dropout=dropout,
-            sublayer_names=ATTENTION_NAMES,
-            dtype=dtype,
-            name=attention_name,
-        )
-
+    attention = functools.partial(
+        bloom_attention,
+        attention_name,
+        num_heads=num_heads,
+        num_key_value_heads=num_key_value_heads,
+        rotary_max_wavelength=rotary_max_wavelength,
+        scale_alibi=scale_alibi,
+        use_bias=use_bias,
+        dropout=dropout,
+        dtype=dtype,
+    )
     build_gpt_blocks(
         backbone,
         embed,

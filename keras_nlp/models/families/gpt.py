@@ -14,7 +14,7 @@ builds its blocks with `build_gpt_blocks` too.
 import keras
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
-from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.decoder_block import DecoderBlock
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
@@ -22,6 +22,7 @@ from keras_nlp.layers.token_and_position_embedding import (
     TokenAndPositionEmbedding,
 )
 from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.construction import check_dropout_rate
 from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.decoder import init_decoder_graph
 
@@ -61,7 +62,7 @@ def build_gpt_blocks(
 ):
     """Adds the blocks and final LayerNorm to `backbone`; wires its graph.
 
-    The blocks `transformer_layer_{i}` are pre-LayerNorm `DecoderLayer`s
+    The blocks `transformer_layer_{i}` are pre-LayerNorm `DecoderBlock`s
     with a plain (ungated) feed-forward whose dense layers have biases
     (unless `use_bias=False`).
     Sets `backbone.transformer_layers` and `backbone.layer_norm`.
@@ -75,8 +76,8 @@ def build_gpt_blocks(
         num_layers: int. Number of blocks.
         hidden_dim, intermediate_dim, activation, dropout,
             feedforward_dropout, layer_norm_epsilon, parallel_residual,
-            kernel_initializer: as in `DecoderLayer`.
-        block_names: `DecoderLayer` `sublayer_names` of the checkpoint;
+            kernel_initializer: as in `DecoderBlock`.
+        block_names: `DecoderBlock` `sublayer_names` of the checkpoint;
             defaults to `BLOCK_NAMES`.
         final_norm_name: the final LayerNorm's name.
         normalize_first: bool. Pre-LayerNorm blocks and a final LayerNorm
@@ -84,12 +85,12 @@ def build_gpt_blocks(
         output_projection: optional layer applied last (OPT-350M's
             `project_out`).
         use_bias: bool. Biases on the feed-forward dense layers.
-        shared_norm: bool. As in `DecoderLayer` (Falcon-7B).
+        shared_norm: bool. As in `DecoderBlock` (Falcon-7B).
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
     backbone.transformer_layers = [
-        DecoderLayer(
+        DecoderBlock(
             attention=attention(),
             hidden_dim=hidden_dim,
             intermediate_dim=intermediate_dim,
@@ -136,49 +137,31 @@ def build_gpt_blocks(
     )
 
 
-def build_gpt_style(
+def gpt_embeddings(
     backbone,
     *,
     vocabulary_size,
-    num_layers,
-    num_heads,
     hidden_dim,
-    intermediate_dim,
-    activation,
     dropout,
     initializer,
-    max_sequence_length=None,
-    learned_positions=True,
-    embeddings_layer=None,
-    embeddings_dropout=True,
-    tie_word_embeddings=True,
-    attention=None,
-    parallel_residual=False,
-    layer_norm_epsilon=LAYER_NORM_EPSILON,
-    embeddings=None,
-    normalize_first=True,
-    output_projection=None,
-    dtype=None,
-    **kwargs,
+    max_sequence_length,
+    learned_positions,
+    embeddings_layer,
+    embeddings_dropout,
+    tie_word_embeddings,
+    embeddings,
+    dtype,
 ):
-    """Builds a GPT-style stack into `backbone` and initializes its graph.
+    """Adds the GPT-style embedding layers to `backbone`.
 
-    Checks that the heads divide `hidden_dim`, that learned positions have
-    a `max_sequence_length` and that `dropout` is a rate, then sets
-    `backbone.token_embedding`, `backbone.position_embedding` (or
-    `backbone.embeddings`, holding both tables), `backbone.transformer_layers`
-    and `backbone.layer_norm`, with the checkpoints' names.
+    Sets `token_embedding`, `position_embedding` (or `embeddings`, holding
+    both tables, or the layer given as `embeddings`) and
+    `embeddings_dropout` when asked for, with the checkpoints' names.
 
     Args:
         backbone: the backbone being constructed.
-        vocabulary_size, num_layers, num_heads, hidden_dim,
-            intermediate_dim, max_sequence_length, dropout: as in
-            `GPT2Backbone`.
-        activation: str, the feed-forward activation.
-        initializer: a Keras initializer of the projection kernels and the
-            position table (and of the token table when `embeddings_layer`
-            holds both); a separate token table draws from
-            `RandomNormal(stddev=0.01)`.
+        vocabulary_size, hidden_dim, dropout, initializer,
+            max_sequence_length, dtype: as in `build_gpt_style`.
         learned_positions: bool. Add a `(max_sequence_length, hidden)`
             position table to the token embeddings.
         embeddings_layer: name of one `TokenAndPositionEmbedding` holding
@@ -188,31 +171,14 @@ def build_gpt_style(
         tie_word_embeddings: bool. The token table is the output
             projection; `False` adds an untied `reverse_embeddings`
             (GPT-NeoX's `embed_out`). Only for a separate token table.
-        attention: callable returning a new attention layer named
-            `self_attention` for one block; defaults to multi-head
-            `CachedGroupedQueryAttention` with biases.
-        parallel_residual: bool. Attention and feed-forward both read the
-            block input (GPT-NeoX).
-        layer_norm_epsilon: float. Epsilon of every LayerNorm.
         embeddings: optional layer mapping the token ids to the first
             hidden states and holding a `token_embedding` (OPT-350M's
             projected embeddings): `backbone.embeddings`, instead of the
             tables built here.
-        normalize_first, output_projection: as in `build_gpt_blocks`.
-        dtype: dtype or `keras.DTypePolicy`.
-        **kwargs: forwarded to `keras.Model` (`name`, ...).
-    """
-    check_heads_divide(hidden_dim, num_heads)
-    if learned_positions and max_sequence_length is None:
-        raise ValueError(
-            "Learned positions need `max_sequence_length`, a positive "
-            "integer. Received: max_sequence_length=None."
-        )
-    if not 0 <= dropout < 1:
-        raise ValueError(
-            f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
-        )
 
+    Returns:
+        `embed(token_ids, positions=None)`, the first hidden states.
+    """
     if embeddings is not None:
         backbone.embeddings = embeddings
         backbone.token_embedding = embeddings.token_embedding
@@ -257,6 +223,86 @@ def build_gpt_style(
         if embeddings_dropout:
             x = backbone.embeddings_dropout(x)
         return x
+
+    return embed
+
+
+def build_gpt_style(
+    backbone,
+    *,
+    vocabulary_size,
+    num_layers,
+    num_heads,
+    hidden_dim,
+    intermediate_dim,
+    activation,
+    dropout,
+    initializer,
+    max_sequence_length=None,
+    learned_positions=True,
+    embeddings_layer=None,
+    embeddings_dropout=True,
+    tie_word_embeddings=True,
+    attention=None,
+    parallel_residual=False,
+    layer_norm_epsilon=LAYER_NORM_EPSILON,
+    embeddings=None,
+    normalize_first=True,
+    output_projection=None,
+    dtype=None,
+    **kwargs,
+):
+    """Builds a GPT-style stack into `backbone` and initializes its graph.
+
+    Checks that the heads divide `hidden_dim`, that learned positions have
+    a `max_sequence_length` and that `dropout` is a rate, then sets the
+    embedding layers (see `gpt_embeddings`), `backbone.transformer_layers`
+    and `backbone.layer_norm`, with the checkpoints' names.
+
+    Args:
+        backbone: the backbone being constructed.
+        vocabulary_size, num_layers, num_heads, hidden_dim,
+            intermediate_dim, max_sequence_length, dropout: as in
+            `GPT2Backbone`.
+        activation: str, the feed-forward activation.
+        initializer: a Keras initializer of the projection kernels and the
+            position table (and of the token table when `embeddings_layer`
+            holds both); a separate token table draws from
+            `RandomNormal(stddev=0.01)`.
+        learned_positions, embeddings_layer, embeddings_dropout,
+            tie_word_embeddings, embeddings: the embeddings, as in
+            `gpt_embeddings`.
+        attention: callable returning a new attention layer named
+            `self_attention` for one block; defaults to multi-head
+            `CachedGroupedQueryAttention` with biases.
+        parallel_residual: bool. Attention and feed-forward both read the
+            block input (GPT-NeoX).
+        layer_norm_epsilon: float. Epsilon of every LayerNorm.
+        normalize_first, output_projection: as in `build_gpt_blocks`.
+        dtype: dtype or `keras.DTypePolicy`.
+        **kwargs: forwarded to `keras.Model` (`name`, ...).
+    """
+    check_heads_divide(hidden_dim, num_heads)
+    if learned_positions and max_sequence_length is None:
+        raise ValueError(
+            "Learned positions need `max_sequence_length`, a positive "
+            "integer. Received: max_sequence_length=None."
+        )
+    check_dropout_rate(dropout)
+    embed = gpt_embeddings(
+        backbone,
+        vocabulary_size=vocabulary_size,
+        hidden_dim=hidden_dim,
+        dropout=dropout,
+        initializer=initializer,
+        max_sequence_length=max_sequence_length,
+        learned_positions=learned_positions,
+        embeddings_layer=embeddings_layer,
+        embeddings_dropout=embeddings_dropout,
+        tie_word_embeddings=tie_word_embeddings,
+        embeddings=embeddings,
+        dtype=dtype,
+    )
 
     def multi_head_attention():
         return CachedGroupedQueryAttention(

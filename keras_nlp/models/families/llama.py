@@ -11,7 +11,7 @@ tied embeddings and the feed-forward.
 import keras
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
-from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.decoder_block import DecoderBlock
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.decoder import init_decoder_graph
@@ -95,7 +95,7 @@ def build_llama_style(
             `sliding_window_size`, ...), or a callable mapping a block
             index to such a dict (e.g. windows on alternate blocks).
         attention_name: the attention layer's name in each block.
-        block_names: `DecoderLayer` `sublayer_names` of the checkpoint.
+        block_names: `DecoderBlock` `sublayer_names` of the checkpoint.
         dtype: dtype or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
@@ -124,7 +124,7 @@ def build_llama_style(
             **options,
         )
         backbone.transformer_layers.append(
-            DecoderLayer(
+            DecoderBlock(
                 attention=attention,
                 hidden_dim=hidden_dim,
                 intermediate_dim=intermediate_dim,

@@ -105,7 +105,7 @@ class GemmaDecoderBlock(keras.layers.Layer):
     `ZeroCenteredRMSNormalization`. Attention is causal (or bidirectional)
     and ignores padded keys. Those norms, the post-norms and the
     bidirectional option are why Gemma has its own block rather than
-    `keras_nlp.layers.DecoderLayer`.
+    `keras_nlp.layers.DecoderBlock`.
 
     Args:
         attention: the self-attention layer, a `CachedGroupedQueryAttention`

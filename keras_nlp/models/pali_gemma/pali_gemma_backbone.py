@@ -23,6 +23,63 @@ from keras_nlp.models.pali_gemma.pali_gemma_presets import PALI_GEMMA_PRESETS
 PROJECTION_DIMS = ("vision_hidden", "hidden")
 
 
+def pali_gemma_vision_tower(
+    *,
+    image_size,
+    patch_size,
+    hidden_dim,
+    num_layers,
+    num_heads,
+    intermediate_dim,
+    output_dim,
+    activation,
+    dtype,
+    name,
+):
+    """keras-hub's vision sub-model: a SigLIP ViT, then a dense projection.
+
+    The layers are built outside the sub-model's name scope, so that the
+    variable paths start with `image_encoder/` and `image_classifier/`
+    while the weights file nests them under the sub-model.
+
+    Args:
+        image_size, patch_size, hidden_dim, num_layers, num_heads,
+            intermediate_dim: the `VisionTransformerEncoder`'s.
+        output_dim: int. Width of the projected image tokens.
+        activation: activation or `None`, applied to the projection.
+        dtype: dtype or `keras.DTypePolicy`.
+        name: the sub-model's name.
+
+    Returns:
+        A functional `keras.Model` from `(batch, image_size, image_size, 3)`
+        images to `(batch, num_patches, output_dim)` image tokens.
+    """
+    images = keras.Input(shape=(image_size, image_size, 3), name="images")
+    encoder = VisionTransformerEncoder(
+        image_size=image_size,
+        patch_size=patch_size,
+        hidden_dim=hidden_dim,
+        num_layers=num_layers,
+        num_heads=num_heads,
+        intermediate_dim=intermediate_dim,
+        dtype=dtype,
+        name="image_encoder",
+    )
+    projection = named_dense(
+        output_dim,
+        PROJECTION_DIMS,
+        activation=activation,
+        dtype=dtype,
+        name="image_classifier",
+    )
+    tower = keras.Model(images, projection(encoder(images)), name=name)
+    # Functional models drop `dtype`: the tower reports the policy its
+    # layers run under, like every other sublayer.
+    if dtype is not None:
+        tower.dtype_policy = keras.dtype_policies.get(dtype)
+    return tower
+
+
 class PrefixLMMask(keras.layers.Layer):
     """PaliGemma's attention mask over `[image tokens, text tokens]`.
 
@@ -240,78 +297,19 @@ class PaliGemmaBackbone(Backbone):
                 "PaliGemmaBackbone prefixes the text with every image patch: "
                 f"`vit_pooling` must be None. Received: {vit_pooling!r}."
             )
-        num_image_tokens = (image_size // vit_patch_size) ** 2
-        self.image_sequence_length = num_image_tokens
-
-        def init_graph(backbone, embed, blocks, final_norm, **graph_kwargs):
-            # keras-hub's structure: a vision sub-model whose layers are
-            # built outside its name scope, so that the variable paths start
-            # with `image_encoder/` and `image_classifier/` while the file
-            # nests them under the sub-model.
-            images = keras.Input(
-                shape=(image_size, image_size, 3), name="images"
-            )
-            encoder = VisionTransformerEncoder(
-                image_size=image_size,
-                patch_size=vit_patch_size,
-                hidden_dim=vit_hidden_dim,
-                num_layers=vit_num_layers,
-                num_heads=vit_num_heads,
-                intermediate_dim=vit_intermediate_dim or 4304,
-                dtype=dtype,
-                name="image_encoder",
-            )
-            projection = named_dense(
-                hidden_dim,
-                PROJECTION_DIMS,
-                activation=vit_classifier_activation,
-                dtype=dtype,
-                name="image_classifier",
-            )
-            backbone.vit_encoder = keras.Model(
-                images,
-                projection(encoder(images)),
-                name=vit_name or "pali_gemma_vit",
-            )
-            # Functional models drop `dtype`: the tower reports the policy
-            # its layers run under, like every other sublayer.
-            if dtype is not None:
-                backbone.vit_encoder.dtype_policy = keras.dtype_policies.get(
-                    dtype
-                )
-            inputs = {
-                "images": keras.Input(
-                    shape=(image_size, image_size, 3), name="images"
-                ),
-                **{
-                    name: keras.Input(shape=(None,), dtype="int32", name=name)
-                    for name in ("token_ids", "padding_mask", "response_mask")
-                },
-            }
-            # Cached decoding (`PaliGemmaCausalLM`) runs the text stack
-            # itself, after the image tokens; its caches are planned from it.
-            backbone.decoder_stack = DecoderStack(embed, blocks, final_norm)
-            image_tokens = backbone.vit_encoder(inputs["images"])
-            x = ops.concatenate(
-                [image_tokens, embed(inputs["token_ids"])], axis=1
-            )
-            # Local (windowed) and global blocks alternate, local first.
-            masks = {
-                window: PrefixLMMask(
-                    num_image_tokens,
-                    window,
-                    dtype=dtype,
-                    name="global_mask" if window is None else "local_mask",
-                )(inputs["padding_mask"], inputs["response_mask"])
-                for window in {None, self._window(0, **window_options)}
-            }
-            for index, block in enumerate(blocks):
-                mask = masks[self._window(index, **window_options)]
-                x = block(x, attention_mask=mask)
-            init_functional(
-                backbone, inputs=inputs, outputs=final_norm(x), **graph_kwargs
-            )
-
+        self.image_sequence_length = (image_size // vit_patch_size) ** 2
+        vision_options = dict(
+            image_size=image_size,
+            patch_size=vit_patch_size,
+            hidden_dim=vit_hidden_dim,
+            num_layers=vit_num_layers,
+            num_heads=vit_num_heads,
+            intermediate_dim=vit_intermediate_dim or 4304,
+            output_dim=hidden_dim,
+            activation=vit_classifier_activation,
+            dtype=dtype,
+            name=vit_name or "pali_gemma_vit",
+        )
         window_options = dict(
             use_sliding_window_attention=use_sliding_window_attention,
             sliding_window_size=sliding_window_size,
@@ -336,10 +334,58 @@ class PaliGemmaBackbone(Backbone):
             # The window is in the prefix-LM mask (symmetric, unlike the
             # attention layer's causal window).
             attention_options=lambda index: {},
-            init_graph=init_graph,
+            init_graph=self._graph(vision_options, window_options, dtype),
             dtype=dtype,
             **kwargs,
         )
+
+    @staticmethod
+    def _graph(vision_options, window_options, dtype):
+        """`init_graph` for `build_gemma_stack`: image tokens, then text.
+
+        The vision tower (`pali_gemma_vision_tower(**vision_options)`) is
+        built here, after the decoder's layers. Its projected patches
+        precede the text embeddings, and every block attends under a
+        prefix-LM mask (`PrefixLMMask`), windowed as `window_options` say.
+        """
+
+        def init_graph(backbone, embed, blocks, final_norm, **kwargs):
+            backbone.vit_encoder = pali_gemma_vision_tower(**vision_options)
+            image_size = vision_options["image_size"]
+            inputs = {
+                "images": keras.Input(
+                    shape=(image_size, image_size, 3), name="images"
+                ),
+                **{
+                    name: keras.Input(shape=(None,), dtype="int32", name=name)
+                    for name in ("token_ids", "padding_mask", "response_mask")
+                },
+            }
+            # Cached decoding (`PaliGemmaCausalLM`) runs the text stack
+            # itself, after the image tokens; its caches are planned from it.
+            backbone.decoder_stack = DecoderStack(embed, blocks, final_norm)
+            image_tokens = backbone.vit_encoder(inputs["images"])
+            x = ops.concatenate(
+                [image_tokens, embed(inputs["token_ids"])], axis=1
+            )
+            # Local (windowed) and global blocks alternate, local first.
+            masks = {
+                window: PrefixLMMask(
+                    backbone.image_sequence_length,
+                    window,
+                    dtype=dtype,
+                    name="global_mask" if window is None else "local_mask",
+                )(inputs["padding_mask"], inputs["response_mask"])
+                for window in {None, backbone._window(0, **window_options)}
+            }
+            for index, block in enumerate(blocks):
+                mask = masks[backbone._window(index, **window_options)]
+                x = block(x, attention_mask=mask)
+            init_functional(
+                backbone, inputs=inputs, outputs=final_norm(x), **kwargs
+            )
+
+        return init_graph
 
     @staticmethod
     def _window(index, use_sliding_window_attention, sliding_window_size):

@@ -11,9 +11,9 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_OUTPUT_DIMS
-from keras_nlp.layers.decoder_layer import get_activation
+from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.decoder_block import get_activation
 from keras_nlp.layers.dense import named_dense
 
 PROJECTION_DIMS = ("hidden", "heads")

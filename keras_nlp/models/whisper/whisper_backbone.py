@@ -7,8 +7,9 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
-from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
-from keras_nlp.layers.dense import fresh_initializer
+from keras_nlp.layers.cross_attention_decoder_block import (
+    CrossAttentionDecoderBlock,
+)
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
@@ -18,7 +19,6 @@ from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
 from keras_nlp.layers.token_and_position_embedding import (
     TokenAndPositionEmbedding,
 )
-from keras_nlp.layers.transformer_decoder import TransformerDecoderBlock
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.families.bert import encoder_block
@@ -165,37 +165,6 @@ class WhisperBackbone(Backbone):
     ):
         check_heads_divide(hidden_dim, num_heads)
         initializer = keras.initializers.TruncatedNormal(stddev=0.02)
-        self.encoder_conv_layers = [
-            declare_dims(
-                keras.layers.Conv1D(
-                    hidden_dim,
-                    kernel_size=3,
-                    strides=strides,
-                    padding=padding,
-                    # Keras's "gelu" is the exact (erf) one.
-                    activation="gelu",
-                    dtype=dtype,
-                    name=CONV.format(index),
-                ),
-                kernel=dims,
-            )
-            for index, strides, padding, dims in (
-                (1, 1, "same", CONV_1_DIMS),
-                # Padded explicitly below: "same" would pad one side only.
-                (2, 2, "valid", CONV_2_DIMS),
-            )
-        ]
-        # Fixed, as in the checkpoints: never trained.
-        self.encoder_position_embedding = PositionEmbedding(
-            sequence_length=max_encoder_sequence_length // 2,
-            initializer=WhisperSinusoids(),
-            trainable=False,
-            dtype=dtype,
-            name="encoder_position_embedding",
-        )
-        self.encoder_embeddings_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="encoder_embeddings_dropout"
-        )
         block_options = dict(
             num_heads=num_heads,
             hidden_dim=hidden_dim,
@@ -205,55 +174,16 @@ class WhisperBackbone(Backbone):
             layer_norm_epsilon=1e-5,
             dtype=dtype,
         )
-        self.encoder_transformer_layers = [
-            encoder_block(
-                f"transformer_encoder_layer_{i}",
-                initializer=initializer,
-                normalize_first=True,
-                mixing=CachedGroupedQueryAttention(
-                    num_query_heads=num_heads,
-                    num_key_value_heads=num_heads,
-                    use_bias=True,
-                    use_output_bias=True,
-                    use_key_bias=False,
-                    dropout=dropout,
-                    kernel_initializer=fresh_initializer(initializer),
-                    dtype=dtype,
-                    name="self_attention_layer",
-                ),
-                **block_options,
-            )
-            for i in range(num_layers)
-        ]
-        self.encoder_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-5, dtype=dtype, name="encoder_layer_norm"
+        self._add_encoder_layers(
+            num_layers, max_encoder_sequence_length, initializer, block_options
         )
-        self.decoder_embeddings = TokenAndPositionEmbedding(
-            vocabulary_size=vocabulary_size,
-            sequence_length=max_decoder_sequence_length,
-            embedding_dim=hidden_dim,
-            embeddings_initializer=initializer,
-            dtype=dtype,
-            name=DECODER_EMBEDDINGS[:-1],
+        self._add_decoder_layers(
+            num_layers,
+            vocabulary_size,
+            max_decoder_sequence_length,
+            initializer,
+            block_options,
         )
-        self.token_embedding = self.decoder_embeddings.token_embedding
-        self.decoder_embeddings_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="decoder_embeddings_dropout"
-        )
-        self.decoder_transformer_layers = [
-            TransformerDecoderBlock(
-                normalize_first=True,
-                use_key_bias=False,
-                kernel_initializer=initializer,
-                name=f"transformer_decoder_layer_{i}",
-                **block_options,
-            )
-            for i in range(num_layers)
-        ]
-        self.decoder_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-5, dtype=dtype, name="decoder_layer_norm"
-        )
-
         inputs = {
             "encoder_features": keras.Input(
                 shape=(None, num_mels), dtype="float32", name="encoder_features"
@@ -294,4 +224,106 @@ class WhisperBackbone(Backbone):
             },
             dtype=dtype,
             **kwargs,
+        )
+
+    def _add_encoder_layers(
+        self, num_layers, max_sequence_length, initializer, block_options
+    ):
+        """Adds the audio encoder's layers: convolutions, fixed positions,
+        pre-norm blocks without key biases and a final LayerNorm.
+
+        `block_options` (`encoder_block`'s arguments) also give the width,
+        the dropout rate and the dtype of the other layers.
+        """
+        hidden_dim = block_options["hidden_dim"]
+        dtype = block_options["dtype"]
+        self.encoder_conv_layers = [
+            declare_dims(
+                keras.layers.Conv1D(
+                    hidden_dim,
+                    kernel_size=3,
+                    strides=strides,
+                    padding=padding,
+                    # Keras's "gelu" is the exact (erf) one.
+                    activation="gelu",
+                    dtype=dtype,
+                    name=CONV.format(index),
+                ),
+                kernel=dims,
+            )
+            for index, strides, padding, dims in (
+                (1, 1, "same", CONV_1_DIMS),
+                # Padded explicitly in the graph: "same" would pad one side
+                # only.
+                (2, 2, "valid", CONV_2_DIMS),
+            )
+        ]
+        # Fixed, as in the checkpoints: never trained.
+        self.encoder_position_embedding = PositionEmbedding(
+            sequence_length=max_sequence_length // 2,
+            initializer=WhisperSinusoids(),
+            trainable=False,
+            dtype=dtype,
+            name="encoder_position_embedding",
+        )
+        self.encoder_embeddings_dropout = keras.layers.Dropout(
+            block_options["dropout"],
+            dtype=dtype,
+            name="encoder_embeddings_dropout",
+        )
+        self.encoder_transformer_layers = [
+            encoder_block(
+                f"transformer_encoder_layer_{i}",
+                initializer=initializer,
+                normalize_first=True,
+                use_key_bias=False,
+                **block_options,
+            )
+            for i in range(num_layers)
+        ]
+        self.encoder_layer_norm = keras.layers.LayerNormalization(
+            epsilon=1e-5, dtype=dtype, name="encoder_layer_norm"
+        )
+
+    def _add_decoder_layers(
+        self,
+        num_layers,
+        vocabulary_size,
+        max_sequence_length,
+        initializer,
+        block_options,
+    ):
+        """Adds the text decoder's layers: token and learned position
+        tables, pre-norm blocks with cross-attention and a final LayerNorm.
+
+        `block_options` are `CrossAttentionDecoderBlock`'s arguments, as in
+        `_add_encoder_layers`.
+        """
+        dtype = block_options["dtype"]
+        self.decoder_embeddings = TokenAndPositionEmbedding(
+            vocabulary_size=vocabulary_size,
+            sequence_length=max_sequence_length,
+            embedding_dim=block_options["hidden_dim"],
+            embeddings_initializer=initializer,
+            dtype=dtype,
+            name=DECODER_EMBEDDINGS[:-1],
+        )
+        self.token_embedding = self.decoder_embeddings.token_embedding
+        self.decoder_embeddings_dropout = keras.layers.Dropout(
+            block_options["dropout"],
+            dtype=dtype,
+            name="decoder_embeddings_dropout",
+        )
+        self.decoder_transformer_layers = [
+            CrossAttentionDecoderBlock(
+                normalize_first=True,
+                use_key_bias=False,
+                kernel_initializer=initializer,
+                name=f"transformer_decoder_layer_{i}",
+                **block_options,
+            )
+            for i in range(num_layers)
+        ]
+        self.decoder_layer_norm = keras.layers.LayerNormalization(
+            epsilon=1e-5, dtype=dtype, name="decoder_layer_norm"
         )

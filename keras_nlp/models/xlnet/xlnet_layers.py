@@ -14,9 +14,9 @@ from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_OUTPUT_DIMS
-from keras_nlp.layers.decoder_layer import get_activation
+from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.decoder_block import get_activation
 from keras_nlp.layers.dense import fresh_initializer
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.token_and_position_embedding import token_embedding

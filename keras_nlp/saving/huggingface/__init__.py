@@ -5,8 +5,8 @@
 and `save_to_preset(directory, format="huggingface")` writes one. Each
 `model_type` is a `HuggingFaceFamily`, declared in the model's folder
 (`keras_nlp/models/llama/llama_huggingface.py`): its config translation
-both ways and its tensor table of `Weight` rows, whose conversions
-(`conversions`) serve import and export alike.
+both ways and its tensor table of `Weight` rows (`tensor_table`), whose
+conversions (`conversions`) serve import and export alike.
 """
 
 from keras_nlp.saving.huggingface.checkpoint import Checkpoint
@@ -16,21 +16,13 @@ from keras_nlp.saving.huggingface.conversions import HEADS_BIAS
 from keras_nlp.saving.huggingface.conversions import HEADS_KERNEL
 from keras_nlp.saving.huggingface.conversions import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface.conversions import KERNEL
-from keras_nlp.saving.huggingface.conversions import MXFP4
 from keras_nlp.saving.huggingface.conversions import Add
 from keras_nlp.saving.huggingface.conversions import Merge
-from keras_nlp.saving.huggingface.conversions import Mxfp4
 from keras_nlp.saving.huggingface.conversions import Op
 from keras_nlp.saving.huggingface.conversions import Pad
 from keras_nlp.saving.huggingface.conversions import Permute
 from keras_nlp.saving.huggingface.conversions import Split
-from keras_nlp.saving.huggingface.conversions import StoredTensor
 from keras_nlp.saving.huggingface.conversions import Transpose
-from keras_nlp.saving.huggingface.conversions import Weight
-from keras_nlp.saving.huggingface.conversions import bind
-from keras_nlp.saving.huggingface.conversions import dequantize_mxfp4
-from keras_nlp.saving.huggingface.conversions import layer_norm_rows
-from keras_nlp.saving.huggingface.conversions import linear_rows
 from keras_nlp.saving.huggingface.export import write_huggingface
 from keras_nlp.saving.huggingface.family import COMMON_IGNORED_FIELDS
 from keras_nlp.saving.huggingface.family import HuggingFaceConfig
@@ -41,6 +33,14 @@ from keras_nlp.saving.huggingface.family import register_family
 from keras_nlp.saving.huggingface.family import registered_families
 from keras_nlp.saving.huggingface.loading import build_from_huggingface
 from keras_nlp.saving.huggingface.loading import huggingface_config
+from keras_nlp.saving.huggingface.mxfp4 import MXFP4
+from keras_nlp.saving.huggingface.mxfp4 import Mxfp4
+from keras_nlp.saving.huggingface.mxfp4 import dequantize_mxfp4
+from keras_nlp.saving.huggingface.tensor_table import StoredTensor
+from keras_nlp.saving.huggingface.tensor_table import Weight
+from keras_nlp.saving.huggingface.tensor_table import bind
+from keras_nlp.saving.huggingface.tensor_table import layer_norm_rows
+from keras_nlp.saving.huggingface.tensor_table import linear_rows
 
 __all__ = [
     "COMMON_IGNORED_FIELDS",

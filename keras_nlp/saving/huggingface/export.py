@@ -17,13 +17,13 @@ import numpy as np
 from keras_nlp.saving.huggingface.checkpoint import CODES
 from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_FILE
 from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_INDEX
-from keras_nlp.saving.huggingface.conversions import bind
 from keras_nlp.saving.huggingface.family import family_for_backbone
+from keras_nlp.saving.huggingface.tensor_table import bind
 from keras_nlp.saving.preset_files import CONFIG_FILE
 from keras_nlp.saving.preset_files import write_json
-from keras_nlp.saving.preset_weights import dtype_name
-from keras_nlp.saving.preset_weights import host_pieces
-from keras_nlp.saving.preset_weights import numpy_dtype
+from keras_nlp.saving.weight_transfer import dtype_name
+from keras_nlp.saving.weight_transfer import host_pieces
+from keras_nlp.saving.weight_transfer import numpy_dtype
 
 _LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 

@@ -3,28 +3,23 @@
 import collections
 import re
 
-import keras
 import numpy as np
 
-from keras_nlp.distribution.layout_map import active_layout_map
-from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.saving.huggingface.checkpoint import Checkpoint
 from keras_nlp.saving.huggingface.checkpoint import read_huggingface_config
-from keras_nlp.saving.huggingface.conversions import StoredTensor
-from keras_nlp.saving.huggingface.conversions import bind
 from keras_nlp.saving.huggingface.family import family_for_model_type
+from keras_nlp.saving.huggingface.tensor_table import StoredTensor
+from keras_nlp.saving.huggingface.tensor_table import bind
 from keras_nlp.saving.preset_files import CONFIG_FILE
 from keras_nlp.saving.preset_files import PresetError
 from keras_nlp.saving.preset_files import open_preset_directory
-from keras_nlp.saving.preset_weights import castable
-from keras_nlp.saving.preset_weights import check_finite
-from keras_nlp.saving.preset_weights import device_value
-from keras_nlp.saving.preset_weights import dtype_name
-from keras_nlp.saving.preset_weights import forget_deferred
-from keras_nlp.saving.preset_weights import listing
-from keras_nlp.saving.preset_weights import numpy_dtype
-from keras_nlp.saving.preset_weights import warn_lossy
-from keras_nlp.saving.preset_weights import with_progress
+from keras_nlp.saving.weight_transfer import build_from_weights
+from keras_nlp.saving.weight_transfer import castable
+from keras_nlp.saving.weight_transfer import check_finite
+from keras_nlp.saving.weight_transfer import device_value
+from keras_nlp.saving.weight_transfer import dtype_name
+from keras_nlp.saving.weight_transfer import listing
+from keras_nlp.saving.weight_transfer import numpy_dtype
 
 
 def huggingface_config(cls, directory):
@@ -355,16 +350,28 @@ def _reader(source, read, allow_nonfinite):
     return read_box
 
 
+def _read_source(checkpoint, source, allow_nonfinite):
+    """The value of `source.variable` (see `device_value`), each device
+    reading and converting only its box of the files."""
+    infos = source.infos + [source.plus] * bool(source.plus)
+    files = sorted({f for info in infos for f in _files(info)})
+    # One memory map per variable: its pages leave the process with it.
+    with checkpoint.reading(files) as read:
+        return device_value(
+            source.variable, _reader(source, read, allow_nonfinite)
+        )
+
+
 def build_from_huggingface(
     cls, directory, overrides=None, verbose=False, allow_nonfinite=False
 ):
     """Builds a backbone whose variables are created from a checkpoint.
 
-    As `build_from_preset_weights`: the backbone is built with deferred
-    variables, every tensor is checked (names, shapes, dtypes) before any
-    value is read, and each variable is then created slice by slice on its
-    devices under the active layout, each device reading and converting
-    only its box of the file.
+    As `build_from_preset_weights` (both call `build_from_weights`): the
+    backbone is built with deferred variables, every tensor is checked
+    (names, shapes, dtypes) before any value is read, and each variable is
+    then created slice by slice on its devices under the active layout,
+    each device reading and converting only its box of the file.
 
     Args:
         cls: the class `from_preset` was called on.
@@ -376,39 +383,28 @@ def build_from_huggingface(
         allow_nonfinite: bool, load NaN and Inf values instead of raising.
 
     Returns:
-        The backbone.
+        The backbone, verified against its layout plan when sharded.
+
+    Raises:
+        PresetError: see `Checkpoint` and `match_checkpoint`, and NaN or
+            Inf values.
     """
+
+    def pair(model):
+        sources = match_checkpoint(model, family, config, checkpoint)
+        return [(source.variable, source) for source in sources]
+
     with open_preset_directory(directory) as opened:
         family, owner, config = huggingface_config(cls, opened)
         config.update(overrides or {})
         with Checkpoint(opened) as checkpoint:
-            with keras.StatelessScope(initialize_variables=False):
-                model = owner.from_config(config, verify_layout=False)
-            try:
-                sources = match_checkpoint(model, family, config, checkpoint)
-                warn_lossy(
-                    [(s.variable, s) for s in sources],
-                    checkpoint.path,
-                    stacklevel=3,
-                )
-                for source in with_progress(sources, checkpoint.path, verbose):
-                    infos = source.infos + [source.plus] * bool(source.plus)
-                    files = sorted({f for info in infos for f in _files(info)})
-                    # One memory map per variable: its pages leave the
-                    # process with it.
-                    with checkpoint.reading(files) as read:
-                        value = device_value(
-                            source.variable,
-                            _reader(source, read, allow_nonfinite),
-                        )
-                    source.variable._initialize(value)
-                    source.variable._initializer = None
-                for variable in model.variables:
-                    if variable._value is None:
-                        variable._deferred_initialize()
-            finally:
-                forget_deferred(model)
-    layout_map = active_layout_map()
-    if model.layout_plan is not None and layout_map is not None:
-        verify_layouts(model, model.layout_plan, layout_map.device_mesh)
-    return model
+            return build_from_weights(
+                owner,
+                config,
+                checkpoint.path,
+                pair=pair,
+                read=lambda variable, source: _read_source(
+                    checkpoint, source, allow_nonfinite
+                ),
+                verbose=verbose,
+            )

@@ -3,7 +3,7 @@
 import pytest
 
 from keras_nlp.distribution.dims import declared_dims
-from keras_nlp.layers.decoder_layer import DecoderLayer
+from keras_nlp.layers.decoder_block import DecoderBlock
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from tests.models.tiny_configs import tiny
@@ -45,9 +45,9 @@ def test_a_transposed_output_rule_is_rejected(monkeypatch):
 def test_block_config_round_trip():
     model = GPTNeoXBackbone(**TINY, rotary_percentage=0.5, dropout=0.1)
     block = model.get_layer("transformer_layer_0")
-    assert isinstance(block, DecoderLayer) and block.parallel_residual
+    assert isinstance(block, DecoderBlock) and block.parallel_residual
     config = block.get_config()
-    clone = DecoderLayer.from_config(config)
+    clone = DecoderBlock.from_config(config)
     assert clone.get_config() == config
     assert isinstance(clone.attention, GPTNeoXAttention)
     assert clone.attention.rotary_percentage == 0.5

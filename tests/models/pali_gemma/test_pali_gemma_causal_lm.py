@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-import keras_nlp.models.causal_lm as causal_lm_module
+import keras_nlp.models.causal_lm_generation as generation_module
 from keras_nlp.distribution.activations import FREE
 from keras_nlp.models import PaliGemmaBackbone
 from keras_nlp.models import PaliGemmaCausalLM
@@ -198,7 +198,7 @@ def test_sharded_2x4_equals_unsharded_with_planned_caches(
 ):
     _, expected = unsharded
     verified = []
-    verify = causal_lm_module.verify_cache_layouts
+    verify = generation_module.verify_cache_layouts
 
     def recording_verify(caches, plans, specs, device_mesh):
         verified.append(
@@ -210,7 +210,7 @@ def test_sharded_2x4_equals_unsharded_with_planned_caches(
         return verify(caches, plans, specs, device_mesh)
 
     monkeypatch.setattr(
-        causal_lm_module, "verify_cache_layouts", recording_verify
+        generation_module, "verify_cache_layouts", recording_verify
     )
     layout_map = PaliGemmaBackbone.get_layout_map(make_mesh((2, 4)))
     distribution = keras.distribution.ModelParallel(

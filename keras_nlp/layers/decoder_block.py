@@ -29,8 +29,49 @@ def get_activation(name):
     return keras.activations.get(name)
 
 
+def _check_block_options(
+    normalization,
+    intermediate_dim,
+    feedforward,
+    parallel_residual,
+    normalize_first,
+    shared_norm,
+    sublayer_names,
+):
+    """Raises a `ValueError` naming `DecoderBlock` options that disagree."""
+    if normalization not in ("rms", "layer"):
+        raise ValueError(
+            "`normalization` must be 'rms' or 'layer'. Received: "
+            f"normalization={normalization!r}."
+        )
+    if feedforward is None and not intermediate_dim:
+        raise ValueError(
+            "Either `intermediate_dim` (for the dense feed-forward) or "
+            "a `feedforward` layer is required. Received: "
+            f"intermediate_dim={intermediate_dim!r}, feedforward=None."
+        )
+    if parallel_residual and not normalize_first:
+        raise ValueError(
+            "A post-norm block (`normalize_first=False`) has sequential "
+            "residuals. Received: parallel_residual=True, "
+            "normalize_first=False."
+        )
+    if shared_norm and not parallel_residual:
+        raise ValueError(
+            "One norm for both branches (`shared_norm=True`) needs "
+            "parallel residuals (`parallel_residual=True`). Received: "
+            "shared_norm=True, parallel_residual=False."
+        )
+    unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
+    if unknown:
+        raise ValueError(
+            f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
+            f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
+        )
+
+
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
-class DecoderLayer(keras.layers.Layer):
+class DecoderBlock(keras.layers.Layer):
     """Causal transformer block: attention, then a feed-forward.
 
     Sequential (Llama, Mistral, Qwen, Phi-3, GPT-2, OPT, Bloom, Falcon):
@@ -110,10 +151,10 @@ class DecoderLayer(keras.layers.Layer):
     ```python
     import numpy as np
     from keras_nlp.layers import CachedGroupedQueryAttention
-    from keras_nlp.layers import DecoderLayer
+    from keras_nlp.layers import DecoderBlock
     from keras_nlp.layers import RotaryEmbedding
 
-    block = DecoderLayer(
+    block = DecoderBlock(
         attention=CachedGroupedQueryAttention(
             4, 2, rotary_embedding=RotaryEmbedding(), name="self_attention"
         ),
@@ -146,35 +187,15 @@ class DecoderLayer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if normalization not in ("rms", "layer"):
-            raise ValueError(
-                "`normalization` must be 'rms' or 'layer'. Received: "
-                f"normalization={normalization!r}."
-            )
-        if feedforward is None and not intermediate_dim:
-            raise ValueError(
-                "Either `intermediate_dim` (for the dense feed-forward) or "
-                "a `feedforward` layer is required. Received: "
-                f"intermediate_dim={intermediate_dim!r}, feedforward=None."
-            )
-        if parallel_residual and not normalize_first:
-            raise ValueError(
-                "A post-norm block (`normalize_first=False`) has sequential "
-                "residuals. Received: parallel_residual=True, "
-                "normalize_first=False."
-            )
-        if shared_norm and not parallel_residual:
-            raise ValueError(
-                "One norm for both branches (`shared_norm=True`) needs "
-                "parallel residuals (`parallel_residual=True`). Received: "
-                "shared_norm=True, parallel_residual=False."
-            )
-        unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
-        if unknown:
-            raise ValueError(
-                f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
-                f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
-            )
+        _check_block_options(
+            normalization,
+            intermediate_dim,
+            feedforward,
+            parallel_residual,
+            normalize_first,
+            shared_norm,
+            sublayer_names,
+        )
         self.attention = attention
         self.hidden_dim = hidden_dim
         self.intermediate_dim = intermediate_dim

@@ -1,4 +1,4 @@
-"""DecoderLayer: residual wiring, feed-forward variants, cache, errors."""
+"""DecoderBlock: residual wiring, feed-forward variants, cache, errors."""
 
 import keras
 import numpy as np
@@ -6,7 +6,7 @@ import pytest
 from keras import ops
 
 from keras_nlp.layers import CachedGroupedQueryAttention
-from keras_nlp.layers import DecoderLayer
+from keras_nlp.layers import DecoderBlock
 from keras_nlp.layers import RotaryEmbedding
 from keras_nlp.layers import decoder_attention_mask
 
@@ -21,7 +21,7 @@ def make_block(**kwargs):
     attention = CachedGroupedQueryAttention(
         4, 2, rotary_embedding=RotaryEmbedding(), name="self_attention"
     )
-    return DecoderLayer(
+    return DecoderBlock(
         attention=attention, hidden_dim=16, intermediate_dim=24, **kwargs
     )
 
@@ -129,7 +129,7 @@ def test_a_custom_feedforward_replaces_the_dense_one():
             return 2 * x
 
     attention = CachedGroupedQueryAttention(4, 2, name="self_attention")
-    block = DecoderLayer(
+    block = DecoderBlock(
         attention=attention, hidden_dim=16, feedforward=Doubler()
     )
     outputs = numpy(block(INPUTS))
@@ -176,7 +176,7 @@ def test_padding_hides_padded_keys_and_cache_decoding_matches():
 
 def test_config_round_trip():
     block = make_block(activation="gelu_approximate", parallel_residual=True)
-    clone = DecoderLayer.from_config(block.get_config())
+    clone = DecoderBlock.from_config(block.get_config())
     assert clone.get_config() == block.get_config()
     assert clone.attention.rotary_embedding is not None
 
@@ -198,5 +198,5 @@ def test_bad_arguments_are_named(kwargs, message):
     arguments = dict(attention=attention, hidden_dim=16, intermediate_dim=24)
     arguments.update(kwargs)
     with pytest.raises(ValueError) as info:
-        DecoderLayer(**arguments)
+        DecoderBlock(**arguments)
     assert message in str(info.value)

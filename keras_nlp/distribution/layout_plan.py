@@ -1,14 +1,21 @@
-"""Layout plans: every weight's placement, explained, with memory totals."""
+"""Layout plans, the result of planning: every weight's placement,
+explained, with memory totals.
+
+`resolver` makes them; `plan_text` prints them and `plan_svg` draws them.
+"""
 
 import collections
 import dataclasses
 import json
 import math
-import re
-import textwrap
 
 from keras_nlp.distribution.formatting import format_bytes
 from keras_nlp.distribution.mesh import MeshShape
+from keras_nlp.distribution.plan_svg import render_plan_svg
+from keras_nlp.distribution.plan_text import entry_name
+from keras_nlp.distribution.plan_text import folded_rows
+from keras_nlp.distribution.plan_text import plan_title
+from keras_nlp.distribution.plan_text import print_plan
 from keras_nlp.distribution.rules import format_spec
 
 _ITEMSIZE = {
@@ -399,27 +406,7 @@ class LayoutPlan:
         Returns:
             A list of `(path_template, count, WeightPlan)`.
         """
-        return [row[:3] for row in self._folded_rows()]
-
-    def _folded_rows(self):
-        """`(template, count, WeightPlan, block indices)` per weight kind."""
-        groups = {}
-        for weight in self.weights:
-            # Only the leading layer name carries the block index.
-            match = re.match(r"^([^/]*?)_(\d+)(?=/)", weight.path)
-            template, index = weight.path, None
-            if match:
-                template = (
-                    f"{match.group(1)}_{{i}}" + weight.path[match.end() :]
-                )
-                index = int(match.group(2))
-            key = (template, weight.shape, weight.spec, weight.reason)
-            if key not in groups:
-                groups[key] = [template, 0, weight, []]
-            groups[key][1] += 1
-            if index is not None:
-                groups[key][3].append(index)
-        return [tuple(row) for row in groups.values()]
+        return [row[:3] for row in folded_rows(self.weights)]
 
     def print(self, console=None, all_weights=False):
         """Prints the plan, then its totals, with `rich`.
@@ -436,19 +423,7 @@ class LayoutPlan:
             all_weights: bool. List every weight instead of folding
                 repeated blocks into one row.
         """
-        from rich.console import Console
-
-        console = console or Console()
-        if all_weights:
-            rows = [(weight.path, 1, weight, []) for weight in self.weights]
-        else:
-            rows = self._folded_rows()
-        title = f"{self.preset or self.backbone} on mesh {self.mesh}"
-        if console.width >= 120:
-            self._print_table(console, title, rows)
-        else:
-            self._print_entries(console, title, rows)
-        console.print(self.summary())
+        print_plan(self, console=console, all_weights=all_weights)
 
     def to_svg(self, all_weights=False):
         """The plan as a standalone SVG picture.
@@ -463,98 +438,16 @@ class LayoutPlan:
         Returns:
             str, the SVG document.
         """
-        from keras_nlp.distribution.plan_svg import render_plan_svg
-
         if all_weights:
             rows = [(weight.path, 1, weight) for weight in self.weights]
         else:
             rows = [
-                (_entry_name(template, indices), count, weight)
-                for template, count, weight, indices in self._folded_rows()
+                (entry_name(template, indices), count, weight)
+                for template, count, weight, indices in folded_rows(
+                    self.weights
+                )
             ]
-        title = f"{self.preset or self.backbone} on mesh {self.mesh}"
-        return render_plan_svg(self, rows, title)
-
-    def _print_table(self, console, title, rows):
-        from rich.table import Table
-
-        table = Table(title=title)
-        for column in ("weight", "x", "shape", "spec", "shard", "per device"):
-            table.add_column(column, no_wrap=column != "weight")
-        table.add_column("decision")
-        for template, count, weight, _ in rows:
-            table.add_row(
-                template,
-                str(count),
-                str(weight.shape),
-                format_spec(weight.spec),
-                str(weight.shard_shape),
-                format_bytes(weight.shard_bytes * count),
-                _decision_text(weight),
-                style=_STYLES.get(weight.decision),
-            )
-        console.print(table)
-
-    def _print_entries(self, console, title, rows):
-        from rich.text import Text
-
-        width = console.width
-        console.print(Text(title, style="bold"))
-        for template, count, weight, indices in rows:
-            size = format_bytes(weight.shard_bytes * count)
-            head = _entry_name(template, indices)
-            gap = max(2, width - len(head) - len(size))
-            console.print(
-                Text(head + " " * gap + size, style="bold"),
-                no_wrap=False,
-                overflow="fold",
-            )
-            body = textwrap.fill(
-                f"{format_spec(weight.spec)}  {_decision_text(weight)}",
-                width=width,
-                initial_indent="  ",
-                subsequent_indent="    ",
-                break_on_hyphens=False,
-            )
-            console.print(Text(body, style=_STYLES.get(weight.decision)))
-
-
-_STYLES = {
-    FALLBACK: "yellow",
-    ALTERNATIVE: "cyan",
-    REPLICATED: "dim",
-    USER: "magenta",
-}
-
-
-def _entry_name(template, indices):
-    """`attention/key/kernel  decoder_block 0-17` for a folded template."""
-    if indices and "_{i}/" in template:
-        block, name = template.split("_{i}/", 1)
-        return f"{name}  {block} {_index_ranges(indices)}"
-    return template
-
-
-def _decision_text(weight):
-    if weight.decision == SHARDED:
-        return weight.decision
-    return f"{weight.decision}: {weight.reason}"
-
-
-def _index_ranges(indices):
-    """`[0, 1, 2, 5]` -> `"0-2,5"`."""
-    ranges, start = [], None
-    for position, index in enumerate(sorted(indices)):
-        if start is None:
-            start = previous = index
-        elif index == previous + 1:
-            previous = index
-        else:
-            ranges.append((start, previous))
-            start = previous = index
-        if position == len(indices) - 1:
-            ranges.append((start, previous))
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in ranges)
+        return render_plan_svg(self, rows, plan_title(self))
 
 
 def _jsonable(value):

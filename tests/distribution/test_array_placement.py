@@ -1,4 +1,4 @@
-"""Placing generation's arrays (`keras_nlp.distribution.generation`)."""
+"""Placing generation's arrays (`keras_nlp.distribution.array_placement`)."""
 
 import jax
 import keras

@@ -14,10 +14,8 @@ import json
 import keras
 
 from keras_nlp.distribution.activations import plan_activations
-from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
 from keras_nlp.distribution.kv_cache import AttentionCache
 from keras_nlp.distribution.kv_cache import plan_kv_caches
-from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import normalize_rules
 from keras_nlp.distribution.shapes import abstract_build
@@ -62,80 +60,47 @@ def _abstract_backbone(backbone_cls, config):
 
 
 def plan_backbone_layout(
-    backbone_cls,
-    config,
-    mesh,
-    *,
-    model_axis,
-    data_axis,
-    expert_axis=None,
-    fsdp_axis=None,
-    strict=False,
-    dtype=None,
-    preset=None,
-    user_entries=(),
-    policy="auto",
-    tokens_per_step=DEFAULT_TOKENS_PER_STEP,
+    backbone_cls, config, request, *, preset=None, user_entries=()
 ):
     """Resolves `backbone_cls._layout_rules(config)` for its real shapes.
 
     Args:
         backbone_cls: the backbone class.
         config: dict of its constructor arguments.
-        mesh: a `DeviceMesh`, `MeshShape` or dict of axis name -> size.
-        model_axis: mesh axis name of the `MODEL` role.
-        data_axis: mesh axis name of the `DATA` role, or `None`.
-        expert_axis: mesh axis name of the `EXPERT` role, or `None` for the
-            model axis.
-        fsdp_axis: mesh axis name that shards weights FSDP-style instead of
-            the data axis, or `None`.
-        strict: bool, raise instead of falling back.
-        dtype: optional dtype to count bytes in.
+        request: the `PlanRequest` (mesh, axes, strict, policy, ...).
         preset: the preset name, kept in the plan.
         user_entries: `UserEntry`s that override the rules.
-        policy: `"auto"`, `"memory"` or `"communication"` (see
-            `resolve_layout`).
-        tokens_per_step: int, the tokens of one step that the candidates'
-            costs are estimated for (see `resolve_layout`).
 
     Returns:
-        A `LayoutPlan`.
+        A `LayoutPlan`, with the layouts of the layer outputs it pins and
+        of the key/value caches of cached decoding.
     """
     owner = backbone_cls.__name__
     plan = resolve_layout(
         normalize_rules(backbone_cls._layout_rules(config), owner),
         backbone_variables(backbone_cls, config),
-        MeshShape.from_mesh(mesh),
-        model_axis=model_axis,
-        data_axis=data_axis,
-        expert_axis=expert_axis,
-        fsdp_axis=fsdp_axis,
+        request,
         owner=owner,
-        config=config,
-        preset=preset,
-        dtype=dtype,
-        strict=strict,
         user_entries=user_entries,
-        policy=policy,
-        tokens_per_step=tokens_per_step,
     )
+    layers = backbone_layers(backbone_cls, config)
     activations = plan_activations(
-        backbone_layers(backbone_cls, config),
+        layers,
         plan.weights,
         hidden_dim=config.get("hidden_dim"),
-        model_axes=(model_axis,),
-        batch_axes=tuple(a for a in (data_axis, fsdp_axis) if a),
+        model_axes=(request.model_axis,),
+        batch_axes=request.batch_axes,
     )
     kv_caches = plan_kv_caches(
-        [
-            layer
-            for layer in backbone_layers(backbone_cls, config)
-            if isinstance(layer, AttentionCache)
-        ],
+        [layer for layer in layers if isinstance(layer, AttentionCache)],
         plan.weights,
-        model_axes=(model_axis,),
-        batch_axes=tuple(a for a in (data_axis, fsdp_axis) if a),
+        model_axes=(request.model_axis,),
+        batch_axes=request.batch_axes,
     )
     return dataclasses.replace(
-        plan, activations=activations, kv_caches=kv_caches
+        plan,
+        config=dict(config),
+        preset=preset,
+        activations=activations,
+        kv_caches=kv_caches,
     )

@@ -1,12 +1,12 @@
-"""The transformer decoder block of the encoder-decoder backbones."""
+"""The cross-attention decoder block of the encoder-decoder backbones."""
 
 import keras
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import decoder_attention_mask
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_layer import FEEDFORWARD_OUTPUT_DIMS
-from keras_nlp.layers.decoder_layer import get_activation
+from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.decoder_block import get_activation
 from keras_nlp.layers.dense import fresh_initializer
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.transformer_encoder import encoder_attention_mask
@@ -17,7 +17,7 @@ CROSS_ATTENTION = "cross_attention"
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
-class TransformerDecoderBlock(keras.layers.Layer):
+class CrossAttentionDecoderBlock(keras.layers.Layer):
     """Causal self-attention, cross-attention, then a feed-forward.
 
     The decoder block of BART (post-norm) and Whisper (pre-norm,
@@ -62,9 +62,9 @@ class TransformerDecoderBlock(keras.layers.Layer):
 
     ```python
     import numpy as np
-    from keras_nlp.layers import TransformerDecoderBlock
+    from keras_nlp.layers import CrossAttentionDecoderBlock
 
-    block = TransformerDecoderBlock(
+    block = CrossAttentionDecoderBlock(
         num_heads=4, hidden_dim=32, intermediate_dim=64
     )
     decoder = np.random.rand(2, 5, 32).astype("float32")

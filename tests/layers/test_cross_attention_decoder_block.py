@@ -1,4 +1,4 @@
-"""TransformerDecoderBlock, pre-norm TransformerEncoderBlock and
+"""CrossAttentionDecoderBlock, pre-norm TransformerEncoderBlock and
 cross-attention in CachedGroupedQueryAttention."""
 
 import keras
@@ -8,8 +8,8 @@ from keras import ops
 
 from keras_nlp.distribution.dims import declared_dims
 from keras_nlp.layers import CachedGroupedQueryAttention
+from keras_nlp.layers import CrossAttentionDecoderBlock
 from keras_nlp.layers import RotaryEmbedding
-from keras_nlp.layers import TransformerDecoderBlock
 from keras_nlp.layers import TransformerEncoderBlock
 
 HIDDEN = 16
@@ -24,7 +24,7 @@ def sequences(seed=0, batch=2, target=5, source=7):
 
 
 def randomized_block(**kwargs):
-    block = TransformerDecoderBlock(
+    block = CrossAttentionDecoderBlock(
         num_heads=4, hidden_dim=HIDDEN, intermediate_dim=32, **kwargs
     )
     decoder, encoder = sequences()
@@ -92,7 +92,7 @@ def test_decoder_block_config_round_trip():
         normalize_first=True, use_key_bias=False, dropout=0.1
     )
     config = block.get_config()
-    clone = TransformerDecoderBlock.from_config(config)
+    clone = CrossAttentionDecoderBlock.from_config(config)
     assert clone.get_config() == config
     decoder, encoder = sequences()
     clone(decoder, encoder)
