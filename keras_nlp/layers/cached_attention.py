@@ -13,6 +13,7 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
+from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.fused_projection import project_together
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.zero_centered_rms_normalization import (
@@ -270,12 +271,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                 f"Received: num_query_heads={num_query_heads}, "
                 f"num_key_value_heads={num_key_value_heads}."
             )
-        unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
-        if unknown:
-            raise ValueError(
-                f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
-                f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
-            )
+        check_sublayer_keys(sublayer_names, DEFAULT_SUBLAYER_NAMES)
         self.num_query_heads = num_query_heads
         self.num_key_value_heads = num_key_value_heads
         self.head_dim = head_dim
@@ -523,9 +519,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                 (batch, length, self.num_query_heads * self._head_dim),
             )
         outputs = self.output_dense(outputs)
-        if cache is not None:
-            return outputs, cache
-        return outputs
+        return outputs if cache is None else (outputs, cache)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -537,12 +531,9 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                 "num_query_heads": self.num_query_heads,
                 "num_key_value_heads": self.num_key_value_heads,
                 "head_dim": self.head_dim,
-                "rotary_embedding": (
-                    None
-                    if self.rotary_embedding is None
-                    else keras.saving.serialize_keras_object(
-                        self.rotary_embedding
-                    )
+                # `serialize_keras_object(None)` is None.
+                "rotary_embedding": keras.saving.serialize_keras_object(
+                    self.rotary_embedding
                 ),
                 "use_query_key_norm": self.use_query_key_norm,
                 "zero_centered_query_key_norm": (

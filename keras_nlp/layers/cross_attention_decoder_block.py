@@ -4,11 +4,9 @@ import keras
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import decoder_attention_mask
-from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
-from keras_nlp.layers.decoder_block import get_activation
+from keras_nlp.layers.common import check_rates
+from keras_nlp.layers.common import feedforward_denses
 from keras_nlp.layers.dense import fresh_initializer
-from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.transformer_encoder import encoder_attention_mask
 
 # keras-hub's `TransformerDecoder` names, which are the checkpoints' paths.
@@ -88,10 +86,7 @@ class CrossAttentionDecoderBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not 0 <= dropout < 1:
-            raise ValueError(
-                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
-            )
+        check_rates(dropout=dropout)
         self.num_heads = num_heads
         self.hidden_dim = hidden_dim
         self.intermediate_dim = intermediate_dim
@@ -112,17 +107,11 @@ class CrossAttentionDecoderBlock(keras.layers.Layer):
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
         )
-        self.intermediate_dense = named_dense(
-            intermediate_dim,
-            FEEDFORWARD_INPUT_DIMS,
-            activation=get_activation(activation),
-            name="feedforward_intermediate_dense",
-            **dense_options,
-        )
-        self.output_dense = named_dense(
+        self.intermediate_dense, self.output_dense = feedforward_denses(
             hidden_dim,
-            FEEDFORWARD_OUTPUT_DIMS,
-            name="feedforward_output_dense",
+            intermediate_dim,
+            activation,
+            ("feedforward_intermediate_dense", "feedforward_output_dense"),
             **dense_options,
         )
         self.feedforward_norm = self._norm("feedforward_layer_norm")

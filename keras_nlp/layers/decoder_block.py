@@ -6,12 +6,12 @@ import keras
 from keras import ops
 
 from keras_nlp.layers.cached_attention import decoder_attention_mask
+from keras_nlp.layers.common import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.common import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.common import check_sublayer_keys
+from keras_nlp.layers.common import get_activation
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.fused_projection import project_together
-
-# Feed-forward kernels: inputs (gate, intermediate) and output.
-FEEDFORWARD_INPUT_DIMS = ("hidden", "ffw")
-FEEDFORWARD_OUTPUT_DIMS = ("ffw", "hidden")
 
 DEFAULT_SUBLAYER_NAMES = {
     "attention_norm": "self_attention_layernorm",
@@ -20,13 +20,6 @@ DEFAULT_SUBLAYER_NAMES = {
     "gate": "feedforward_gate_dense",
     "output": "feedforward_output_dense",
 }
-
-
-def get_activation(name):
-    """A Keras activation by name; `"gelu_approximate"` is tanh-GELU."""
-    if name == "gelu_approximate":
-        return lambda x: keras.activations.gelu(x, approximate=True)
-    return keras.activations.get(name)
 
 
 def _check_block_options(
@@ -62,12 +55,7 @@ def _check_block_options(
             "parallel residuals (`parallel_residual=True`). Received: "
             "shared_norm=True, parallel_residual=False."
         )
-    unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
-    if unknown:
-        raise ValueError(
-            f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
-            f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
-        )
+    check_sublayer_keys(sublayer_names, DEFAULT_SUBLAYER_NAMES)
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
@@ -188,13 +176,13 @@ class DecoderBlock(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         _check_block_options(
-            normalization,
-            intermediate_dim,
-            feedforward,
-            parallel_residual,
-            normalize_first,
-            shared_norm,
-            sublayer_names,
+            normalization=normalization,
+            intermediate_dim=intermediate_dim,
+            feedforward=feedforward,
+            parallel_residual=parallel_residual,
+            normalize_first=normalize_first,
+            shared_norm=shared_norm,
+            sublayer_names=sublayer_names,
         )
         self.attention = attention
         self.hidden_dim = hidden_dim
@@ -359,9 +347,7 @@ class DecoderBlock(keras.layers.Layer):
             outputs = self.feedforward_norm(
                 residual + self.feedforward_dropout(fed, training=training)
             )
-        if cache is not None:
-            return outputs, cache
-        return outputs
+        return outputs if cache is None else (outputs, cache)
 
     def compute_output_shape(self, input_shape):
         return input_shape
@@ -375,10 +361,9 @@ class DecoderBlock(keras.layers.Layer):
                 ),
                 "hidden_dim": self.hidden_dim,
                 "intermediate_dim": self.intermediate_dim,
-                "feedforward": (
-                    None
-                    if self.feedforward is None
-                    else keras.saving.serialize_keras_object(self.feedforward)
+                # `serialize_keras_object(None)` is None.
+                "feedforward": keras.saving.serialize_keras_object(
+                    self.feedforward
                 ),
                 "activation": self.activation,
                 "gated": self.gated,

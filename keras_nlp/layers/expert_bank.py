@@ -25,7 +25,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
-from keras_nlp.layers.decoder_block import get_activation
+from keras_nlp.layers.common import get_activation
 from keras_nlp.layers.expert_dispatch import capacity_per_expert
 from keras_nlp.layers.expert_dispatch import combine
 from keras_nlp.layers.expert_dispatch import dispatch

@@ -3,12 +3,14 @@
 import keras
 from keras import ops
 
+from keras_nlp.layers.common import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.common import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.common import check_positive_ints
+from keras_nlp.layers.common import check_sublayer_keys
+from keras_nlp.layers.common import get_activation
 from keras_nlp.layers.decoder_block import (
     DEFAULT_SUBLAYER_NAMES as DECODER_NAMES,
 )
-from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
-from keras_nlp.layers.decoder_block import get_activation
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.fused_projection import project_together
 
@@ -64,21 +66,8 @@ class GatedFeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if (
-            not isinstance(intermediate_dim, int)
-            or isinstance(intermediate_dim, bool)
-            or intermediate_dim < 1
-        ):
-            raise ValueError(
-                "`intermediate_dim` must be a positive integer. Received: "
-                f"intermediate_dim={intermediate_dim!r}."
-            )
-        unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
-        if unknown:
-            raise ValueError(
-                f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
-                f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
-            )
+        check_positive_ints(intermediate_dim=intermediate_dim)
+        check_sublayer_keys(sublayer_names, DEFAULT_SUBLAYER_NAMES)
         self.intermediate_dim = intermediate_dim
         self.activation = activation
         self.use_bias = use_bias

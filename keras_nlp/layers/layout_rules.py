@@ -26,11 +26,11 @@ from keras_nlp.distribution.rules import EXPERT
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.cached_attention import DEFAULT_SUBLAYER_NAMES
 from keras_nlp.layers.cached_attention import KERNEL_DIMS
+from keras_nlp.layers.common import FEEDFORWARD_INPUT_DIMS
+from keras_nlp.layers.common import FEEDFORWARD_OUTPUT_DIMS
 from keras_nlp.layers.decoder_block import (
     DEFAULT_SUBLAYER_NAMES as FEEDFORWARD_NAMES,
 )
-from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
 from keras_nlp.layers.expert_bank import EXPERT_INPUT_DIMS
 from keras_nlp.layers.expert_bank import EXPERT_OUTPUT_DIMS
 from keras_nlp.layers.sparse_moe import DEFAULT_SUBLAYER_NAMES as MOE_NAMES

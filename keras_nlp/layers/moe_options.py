@@ -5,6 +5,10 @@ and what it received, so a bad config fails at construction, not inside a
 traced call.
 """
 
+from keras_nlp.layers.common import check_positive_ints
+from keras_nlp.layers.common import check_rates
+from keras_nlp.layers.common import check_sublayer_keys
+
 COMPUTES = ("auto", "sparse", "dense")
 ROUTINGS = ("softmax_then_top_k", "top_k_then_softmax")
 FUSED_LAYOUTS = ("concatenated", "interleaved")
@@ -45,16 +49,9 @@ def check_expert_compute(compute, capacity_factor):
 
 def check_expert_counts(num_experts, intermediate_dim, top_k):
     """The sizes are positive integers and `top_k <= num_experts`."""
-    for name, value in (
-        ("num_experts", num_experts),
-        ("intermediate_dim", intermediate_dim),
-        ("top_k", top_k),
-    ):
-        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ValueError(
-                f"`{name}` must be a positive integer. Received: "
-                f"{name}={value!r}."
-            )
+    check_positive_ints(
+        num_experts=num_experts, intermediate_dim=intermediate_dim, top_k=top_k
+    )
     if top_k > num_experts:
         raise ValueError(
             f"`top_k` must be at most `num_experts` ({num_experts}). "
@@ -65,11 +62,7 @@ def check_expert_counts(num_experts, intermediate_dim, top_k):
 def check_routing(routing, router_jitter_noise):
     """A known `routing`, and jitter noise in `[0, 1)`."""
     _check_choice("routing", routing, ROUTINGS)
-    if not 0 <= router_jitter_noise < 1:
-        raise ValueError(
-            "`router_jitter_noise` must be in [0, 1). Received: "
-            f"router_jitter_noise={router_jitter_noise!r}."
-        )
+    check_rates(router_jitter_noise=router_jitter_noise)
 
 
 def check_gated_unit(
@@ -104,12 +97,7 @@ def check_sublayer_names(sublayer_names, defaults):
     of those names (GPT-OSS's `router/router_dense`). The experts' names
     are variable names, one segment each.
     """
-    unknown = set(sublayer_names or {}) - set(defaults)
-    if unknown:
-        raise ValueError(
-            f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
-            f"keys are {sorted(defaults)}."
-        )
+    check_sublayer_keys(sublayer_names, defaults)
     for key, value in (sublayer_names or {}).items():
         if key == "router":
             valid = all(value.split("/"))

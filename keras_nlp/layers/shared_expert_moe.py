@@ -8,6 +8,7 @@ per token by `sigmoid(x @ shared_expert_gate)` before the two are added.
 import keras
 from keras import ops
 
+from keras_nlp.layers.common import check_positive_ints
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.gated_feedforward import GatedFeedForward
 from keras_nlp.layers.layout_rules import feedforward_rules
@@ -69,16 +70,7 @@ class SharedExpertSparseMoE(SparseMoE):
         self, num_experts, intermediate_dim, shared_intermediate_dim, **kwargs
     ):
         super().__init__(num_experts, intermediate_dim, **kwargs)
-        if (
-            not isinstance(shared_intermediate_dim, int)
-            or isinstance(shared_intermediate_dim, bool)
-            or shared_intermediate_dim < 1
-        ):
-            raise ValueError(
-                "`shared_intermediate_dim` must be a positive integer. "
-                "Received: "
-                f"shared_intermediate_dim={shared_intermediate_dim!r}."
-            )
+        check_positive_ints(shared_intermediate_dim=shared_intermediate_dim)
         self.shared_intermediate_dim = shared_intermediate_dim
         self.shared_expert = GatedFeedForward(
             shared_intermediate_dim,

@@ -9,6 +9,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
+from keras_nlp.layers.common import check_positive_ints
 
 # What each dimension of the embedding tables is.
 TOKEN_EMBEDDING_DIMS = ("vocab", "hidden")
@@ -146,15 +147,7 @@ class PositionEmbedding(keras.layers.Layer):
 
     def __init__(self, sequence_length, initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if (
-            not isinstance(sequence_length, int)
-            or isinstance(sequence_length, bool)
-            or sequence_length < 1
-        ):
-            raise ValueError(
-                "`sequence_length` must be a positive integer. Received: "
-                f"sequence_length={sequence_length!r}."
-            )
+        check_positive_ints(sequence_length=sequence_length)
         self.sequence_length = sequence_length
         self.initializer = keras.initializers.get(initializer)
         declare_dims(self, embeddings=POSITION_EMBEDDING_DIMS)

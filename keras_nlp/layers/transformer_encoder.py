@@ -3,10 +3,9 @@
 import keras
 from keras import ops
 
-from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
-from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
-from keras_nlp.layers.decoder_block import get_activation
-from keras_nlp.layers.dense import named_dense
+from keras_nlp.layers.common import check_rates
+from keras_nlp.layers.common import check_sublayer_keys
+from keras_nlp.layers.common import feedforward_denses
 
 # keras-hub's `TransformerEncoder` names, which are the checkpoints' paths.
 DEFAULT_SUBLAYER_NAMES = {
@@ -120,16 +119,8 @@ class TransformerEncoderBlock(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        unknown = set(sublayer_names or {}) - set(DEFAULT_SUBLAYER_NAMES)
-        if unknown:
-            raise ValueError(
-                f"Unknown `sublayer_names` keys {sorted(unknown)}; valid "
-                f"keys are {sorted(DEFAULT_SUBLAYER_NAMES)}."
-            )
-        if not 0 <= dropout < 1:
-            raise ValueError(
-                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
-            )
+        check_sublayer_keys(sublayer_names, DEFAULT_SUBLAYER_NAMES)
+        check_rates(dropout=dropout)
         self.mixing = mixing
         self.hidden_dim = hidden_dim
         self.intermediate_dim = intermediate_dim
@@ -150,17 +141,11 @@ class TransformerEncoderBlock(keras.layers.Layer):
             bias_initializer=self.bias_initializer,
             dtype=self.dtype_policy,
         )
-        self.intermediate_dense = named_dense(
-            intermediate_dim,
-            FEEDFORWARD_INPUT_DIMS,
-            activation=get_activation(activation),
-            name=names["intermediate"],
-            **dense_options,
-        )
-        self.output_dense = named_dense(
+        self.intermediate_dense, self.output_dense = feedforward_denses(
             hidden_dim,
-            FEEDFORWARD_OUTPUT_DIMS,
-            name=names["output"],
+            intermediate_dim,
+            activation,
+            (names["intermediate"], names["output"]),
             **dense_options,
         )
         self.mixing_dropout = keras.layers.Dropout(

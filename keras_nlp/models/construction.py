@@ -110,6 +110,39 @@ def check_gelu(hidden_activation):
         )
 
 
+# The arguments that most backbones name alike and pass on as they are to
+# their family builder (see `builder_from`).
+COMMON_ARGUMENTS = (
+    "vocabulary_size",
+    "num_layers",
+    "num_heads",
+    "hidden_dim",
+    "intermediate_dim",
+    "dropout",
+    "dtype",
+)
+
+
+def builder_from(builder, names):
+    """`builder` taking a backbone constructor's own arguments.
+
+    Returns `build(backbone, arguments, **options)`: it calls
+    `builder(backbone, ...)` with, of the constructor's `locals()`
+    (`arguments`), those of `names` it has and its `**kwargs`, and the
+    member's own `options`. A local variable must not reuse one of `names`.
+
+    Args:
+        builder: a family builder, `build_*_style(backbone, **arguments)`.
+        names: the arguments its members name alike.
+    """
+
+    def build(backbone, arguments, **options):
+        shared = {name: arguments[name] for name in names if name in arguments}
+        builder(backbone, **shared, **options, **arguments["kwargs"])
+
+    return build
+
+
 def check_no_router_logits(owner, output_router_logits, loss_argument=None):
     """Raises unless `output_router_logits` is false.
 

@@ -19,7 +19,7 @@ from keras.src.saving import saving_lib
 from keras.src.saving.keras_saveable import KerasSaveable
 from keras.src.utils import naming
 
-LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
+from keras_nlp.distribution.lora_adapters import LORA_ADAPTERS
 
 
 def join_group(path, name):
@@ -78,7 +78,7 @@ def own_variables(layer):
     own = list(layer._trainable_variables) + list(
         layer._non_trainable_variables
     )
-    return [v for v in own if v.name not in LORA_VARIABLES]
+    return [v for v in own if v.name not in LORA_ADAPTERS]
 
 
 def names_path(group, names):

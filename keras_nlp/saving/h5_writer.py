@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 
 from keras_nlp import multihost
-from keras_nlp.saving.h5_layout import LORA_VARIABLES
+from keras_nlp.distribution.lora_adapters import LORA_ADAPTERS
 from keras_nlp.saving.h5_layout import join_group
 from keras_nlp.saving.h5_layout import saved_groups
 from keras_nlp.saving.preset_files import SHARD_FILE
@@ -166,7 +166,7 @@ def weights_nbytes(model):
     return sum(
         int(np.prod(v.shape)) * np.dtype(numpy_dtype(v.dtype)).itemsize
         for v in model.weights
-        if v.name not in LORA_VARIABLES
+        if v.name not in LORA_ADAPTERS
     )
 
 

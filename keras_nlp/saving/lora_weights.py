@@ -22,9 +22,9 @@ import h5py
 import numpy as np
 
 from keras_nlp import multihost
+from keras_nlp.distribution.lora_adapters import LORA_ADAPTERS
 
 SUFFIX = ".lora.h5"
-ADAPTERS = ("lora_kernel_a", "lora_kernel_b")
 
 
 class LoraFileError(ValueError):
@@ -72,7 +72,7 @@ def save_lora_weights(model, filepath):
         )
     values = multihost.gather(
         {
-            index: [getattr(layer, name) for name in ADAPTERS]
+            index: [getattr(layer, name) for name in LORA_ADAPTERS]
             for index, layer in layers.items()
         }
     )
@@ -86,7 +86,9 @@ def save_lora_weights(model, filepath):
                 file.create_group("lora/vars")["rank"] = model._lora_rank
                 for index, adapters in values.items():
                     group = file.create_group(f"lora/{index}/vars")
-                    for name, value in zip(ADAPTERS, adapters, strict=True):
+                    for name, value in zip(
+                        LORA_ADAPTERS, adapters, strict=True
+                    ):
                         group[name] = value
             os.replace(staging, filepath)
         except BaseException:
@@ -126,13 +128,13 @@ def _read_file(filepath):
                     f"{filepath!r}: unexpected entry 'lora/{key}'; a LoRA "
                     "weights file holds 'lora/<layer index>/vars'."
                 )
-            missing = [name for name in ADAPTERS if name not in group]
+            missing = [name for name in LORA_ADAPTERS if name not in group]
             if missing:
                 raise LoraFileError(
                     f"{filepath!r}: 'lora/{key}/vars' lacks {missing}."
                 )
             adapters[int(key)] = {
-                name: np.asarray(group[name]) for name in ADAPTERS
+                name: np.asarray(group[name]) for name in LORA_ADAPTERS
             }
     return rank, adapters
 
@@ -165,7 +167,7 @@ def load_lora_weights(model, filepath):
             "another class or config, or other target layers?"
         )
     for index, layer in layers.items():
-        for name in ADAPTERS:
+        for name in LORA_ADAPTERS:
             expected = tuple(getattr(layer, name).shape)
             found = adapters[index][name].shape
             if found != expected:
@@ -174,6 +176,6 @@ def load_lora_weights(model, filepath):
                     f"shape {found}; this model's is {expected}."
                 )
     for index, layer in layers.items():
-        for name in ADAPTERS:
+        for name in LORA_ADAPTERS:
             variable = getattr(layer, name)
             variable.assign(adapters[index][name].astype(variable.dtype))

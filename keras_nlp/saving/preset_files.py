@@ -35,6 +35,10 @@ METADATA_FILE = "metadata.json"
 WEIGHTS_FILE = "model.weights.h5"
 SHARDED_WEIGHTS_FILE = "model.weights.json"
 SHARD_FILE = re.compile(r"model_\d{5}\.weights\.h5")
+# A Hugging Face checkpoint's files (`keras_nlp.saving.huggingface`).
+SAFETENSORS_FILE = "model.safetensors"
+SAFETENSORS_INDEX = "model.safetensors.index.json"
+SAFETENSORS_SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 # A config or a shard index is kilobytes; this only stops a huge file from
 # being read into memory.
 MAX_JSON_BYTES = 64 * 1024**2

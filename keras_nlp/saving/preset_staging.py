@@ -23,6 +23,9 @@ import shutil
 
 from keras_nlp.saving.preset_files import CONFIG_FILE
 from keras_nlp.saving.preset_files import METADATA_FILE
+from keras_nlp.saving.preset_files import SAFETENSORS_FILE
+from keras_nlp.saving.preset_files import SAFETENSORS_INDEX
+from keras_nlp.saving.preset_files import SAFETENSORS_SHARD
 from keras_nlp.saving.preset_files import SHARD_FILE
 from keras_nlp.saving.preset_files import SHARDED_WEIGHTS_FILE
 from keras_nlp.saving.preset_files import WEIGHTS_FILE
@@ -38,8 +41,7 @@ except ImportError:  # Windows: no flock; see `_lock`.
     fcntl = None
 
 # A Hugging Face checkpoint's weights (`keras_nlp.saving.huggingface`).
-HUGGINGFACE_FILES = ("model.safetensors", "model.safetensors.index.json")
-HUGGINGFACE_SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
+HUGGINGFACE_FILES = (SAFETENSORS_FILE, SAFETENSORS_INDEX)
 # The files `save_to_preset` writes; anything else in a preset is kept.
 BACKBONE_FILES = (
     CONFIG_FILE,
@@ -61,7 +63,7 @@ def is_backbone_file(name):
         name in BACKBONE_FILES
         or name in HUGGINGFACE_FILES
         or bool(SHARD_FILE.fullmatch(name))
-        or bool(HUGGINGFACE_SHARD.fullmatch(name))
+        or bool(SAFETENSORS_SHARD.fullmatch(name))
     )
 
 

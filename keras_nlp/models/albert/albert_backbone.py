@@ -6,7 +6,7 @@ from keras_nlp.models.albert.albert_presets import ALBERT_PRESETS
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.construction import check_gelu
 from keras_nlp.models.families.bert import bert_style_rules
-from keras_nlp.models.families.bert import build_bert_style
+from keras_nlp.models.families.bert import build_bert_style_from
 from keras_nlp.models.families.bert import encoder_block
 from keras_nlp.models.families.bert import encoder_block_rules
 
@@ -145,21 +145,11 @@ class AlbertBackbone(Backbone):
             for _ in range(num_layers // num_groups)
             for block in group
         ]
-        build_bert_style(
+        build_bert_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            max_sequence_length=max_sequence_length,
-            num_segments=num_segments,
-            embedding_dim=embedding_dim,
+            locals(),
             projection_name=PROJECTION,
             activation=hidden_activation,
             initializer=initializer,
             blocks=blocks,
-            dtype=dtype,
-            **kwargs,
         )

@@ -6,21 +6,20 @@ up to the hidden width, one group of one block shared by every layer,
 64-wide heads, a feed-forward four times the hidden width, no dropout.
 """
 
+import functools
 
-def _albert(num_layers, num_heads, hidden_dim):
-    return {
-        "vocabulary_size": 30000,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "embedding_dim": 128,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "num_groups": 1,
-        "num_inner_repetitions": 1,
-        "dropout": 0.0,
-        "max_sequence_length": 512,
-        "num_segments": 2,
-    }
+from keras_nlp.models.families.presets import preset_config
+
+_albert = functools.partial(
+    preset_config,
+    vocabulary_size=30000,
+    dropout=0.0,
+    embedding_dim=128,
+    num_groups=1,
+    num_inner_repetitions=1,
+    max_sequence_length=512,
+    num_segments=2,
+)
 
 
 ALBERT_PRESETS = {

@@ -2,11 +2,6 @@
 
 import keras
 
-from keras_nlp.layers.cross_attention_decoder_block import (
-    CrossAttentionDecoderBlock,
-)
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import position_embedding_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.token_and_position_embedding import PositionEmbedding
@@ -14,12 +9,9 @@ from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bart.bart_presets import BART_PRESETS
 from keras_nlp.models.construction import check_heads_divide
-from keras_nlp.models.families.bert import encoder_block
-from keras_nlp.models.families.bert import encoder_block_rules
-from keras_nlp.models.functional import init_functional
-
-ENCODER_BLOCK = r"transformer_encoder_layer_\d+/"
-DECODER_BLOCK = r"transformer_decoder_layer_\d+/"
+from keras_nlp.models.families.seq2seq import init_seq2seq_graph
+from keras_nlp.models.families.seq2seq import seq2seq_block_rules
+from keras_nlp.models.families.seq2seq import seq2seq_blocks
 
 
 class BartBackbone(Backbone):
@@ -89,13 +81,7 @@ class BartBackbone(Backbone):
             *token_embedding_rules("token_embedding/", tied=True),
             *position_embedding_rules("encoder_position_embedding/"),
             *position_embedding_rules("decoder_position_embedding/"),
-            *encoder_block_rules(ENCODER_BLOCK),
-            *attention_rules(
-                DECODER_BLOCK + "(self_attention|cross_attention)/",
-                use_bias=True,
-                hidden_if_heads_indivisible=True,
-            ),
-            *feedforward_rules(DECODER_BLOCK, gated=False),
+            *seq2seq_block_rules(),
         ]
 
     def __init__(
@@ -118,15 +104,6 @@ class BartBackbone(Backbone):
             initializer=initializer,
             dtype=dtype,
         )
-        block_options = dict(
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            activation="gelu",
-            dropout=dropout,
-            layer_norm_epsilon=1e-5,
-            dtype=dtype,
-        )
         sides = {}
         for side in ("encoder", "decoder"):
             position = PositionEmbedding(
@@ -144,22 +121,17 @@ class BartBackbone(Backbone):
             sides[side] = (position, norm, drop)
         self.encoder_position_embedding = sides["encoder"][0]
         self.decoder_position_embedding = sides["decoder"][0]
-        self.encoder_transformer_layers = [
-            encoder_block(
-                f"transformer_encoder_layer_{i}",
-                initializer=initializer,
-                **block_options,
-            )
-            for i in range(num_layers)
-        ]
-        self.decoder_transformer_layers = [
-            CrossAttentionDecoderBlock(
-                kernel_initializer=initializer,
-                name=f"transformer_decoder_layer_{i}",
-                **block_options,
-            )
-            for i in range(num_layers)
-        ]
+        blocks = dict(
+            num_layers=num_layers,
+            num_heads=num_heads,
+            hidden_dim=hidden_dim,
+            intermediate_dim=intermediate_dim,
+            dropout=dropout,
+            initializer=initializer,
+            dtype=dtype,
+        )
+        self.encoder_transformer_layers = seq2seq_blocks("encoder", **blocks)
+        self.decoder_transformer_layers = seq2seq_blocks("decoder", **blocks)
 
         def embed(token_ids, side):
             position, norm, drop = sides[side]
@@ -178,22 +150,11 @@ class BartBackbone(Backbone):
         x = embed(inputs["encoder_token_ids"], "encoder")
         for block in self.encoder_transformer_layers:
             x = block(x, padding_mask=inputs["encoder_padding_mask"])
-        encoder_output = x
-        x = embed(inputs["decoder_token_ids"], "decoder")
-        for block in self.decoder_transformer_layers:
-            x = block(
-                x,
-                encoder_output,
-                decoder_padding_mask=inputs["decoder_padding_mask"],
-                encoder_padding_mask=inputs["encoder_padding_mask"],
-            )
-        init_functional(
+        init_seq2seq_graph(
             self,
-            inputs=inputs,
-            outputs={
-                "encoder_sequence_output": encoder_output,
-                "decoder_sequence_output": x,
-            },
+            inputs,
+            encoder_output=x,
+            decoder_input=embed(inputs["decoder_token_ids"], "decoder"),
             dtype=dtype,
             **kwargs,
         )

@@ -12,14 +12,12 @@ large. `normalize_before`, `add_final_layer_norm` and the other fields of
 older configs are ignored, as current Hugging Face ignores them.
 """
 
-from keras_nlp.saving.huggingface import HEADS_BIAS
-from keras_nlp.saving.huggingface import HEADS_KERNEL
-from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
-from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Pad
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import attention_rows
 from keras_nlp.saving.huggingface import layer_norm_rows
+from keras_nlp.saving.huggingface import linear_rows
 from keras_nlp.saving.huggingface import register_family
 
 # Rows of Hugging Face's position tables before the first position.
@@ -79,44 +77,13 @@ def _to_hf(config):
 
 
 def _attention(ours, theirs):
-    rows = []
-    for name, proj in (("query", "q"), ("key", "k"), ("value", "v")):
-        rows += [
-            Weight(
-                f"{ours}/{name}/kernel",
-                f"{theirs}.{proj}_proj.weight",
-                HEADS_KERNEL,
-            ),
-            Weight(
-                f"{ours}/{name}/bias", f"{theirs}.{proj}_proj.bias", HEADS_BIAS
-            ),
-        ]
-    return rows + [
-        Weight(
-            f"{ours}/attention_output/kernel",
-            f"{theirs}.out_proj.weight",
-            HEADS_OUTPUT_KERNEL,
-        ),
-        Weight(f"{ours}/attention_output/bias", f"{theirs}.out_proj.bias"),
-    ]
+    return attention_rows(ours, theirs, output="out_proj", use_bias=True)
 
 
 def _feedforward(ours, theirs):
     return [
-        Weight(
-            ours + "feedforward_intermediate_dense/kernel",
-            theirs + "fc1.weight",
-            KERNEL,
-        ),
-        Weight(
-            ours + "feedforward_intermediate_dense/bias", theirs + "fc1.bias"
-        ),
-        Weight(
-            ours + "feedforward_output_dense/kernel",
-            theirs + "fc2.weight",
-            KERNEL,
-        ),
-        Weight(ours + "feedforward_output_dense/bias", theirs + "fc2.bias"),
+        *linear_rows(ours + "feedforward_intermediate_dense", theirs + "fc1"),
+        *linear_rows(ours + "feedforward_output_dense", theirs + "fc2"),
         *layer_norm_rows(
             ours + "feedforward_layer_norm", theirs + "final_layer_norm"
         ),

@@ -6,17 +6,13 @@ positions and GPT-2's byte-level vocabulary of 50265 tokens (odd; 50264
 in the CNN/DailyMail fine-tune).
 """
 
+import functools
 
-def _bart(num_layers, num_heads, hidden_dim, vocabulary_size=50265):
-    return {
-        "vocabulary_size": vocabulary_size,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "dropout": 0.1,
-        "max_sequence_length": 1024,
-    }
+from keras_nlp.models.families.presets import preset_config
+
+_bart = functools.partial(
+    preset_config, vocabulary_size=50265, max_sequence_length=1024
+)
 
 
 BART_PRESETS = {

@@ -1,12 +1,10 @@
 """BERT encoder backbone."""
 
-import keras
-
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bert.bert_presets import BERT_PRESETS
 from keras_nlp.models.construction import check_gelu
 from keras_nlp.models.families.bert import bert_style_rules
-from keras_nlp.models.families.bert import build_bert_style
+from keras_nlp.models.families.bert import build_bert_style_from
 
 
 class BertBackbone(Backbone):
@@ -93,18 +91,4 @@ class BertBackbone(Backbone):
         **kwargs,
     ):
         check_gelu(hidden_activation)
-        build_bert_style(
-            self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            max_sequence_length=max_sequence_length,
-            num_segments=num_segments,
-            activation=hidden_activation,
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-            dtype=dtype,
-            **kwargs,
-        )
+        build_bert_style_from(self, locals(), activation=hidden_activation)

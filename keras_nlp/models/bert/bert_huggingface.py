@@ -22,6 +22,8 @@ from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import read_sizes
+from keras_nlp.saving.huggingface.fields import write_sizes
 
 # Hugging Face's names of the tanh-approximated GELU, and the exact one.
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh", "gelu_fast")
@@ -134,11 +136,7 @@ def read_encoder(hf, layer_norm_epsilon):
     if epsilon != layer_norm_epsilon:
         hf.unsupported("layer_norm_eps", epsilon, [layer_norm_epsilon])
     return {
-        "vocabulary_size": hf.require("vocab_size"),
-        "num_layers": hf.require("num_hidden_layers"),
-        "num_heads": hf.require("num_attention_heads"),
-        "hidden_dim": hf.require("hidden_size"),
-        "intermediate_dim": hf.require("intermediate_size"),
+        **read_sizes(hf),
         "dropout": hf.get("hidden_dropout_prob", 0.1),
     }
 
@@ -157,11 +155,7 @@ def write_gelu(config):
 def write_encoder(config, layer_norm_epsilon):
     """`config.json` fields of the arguments `read_encoder` reads."""
     return {
-        "vocab_size": config["vocabulary_size"],
-        "num_hidden_layers": config["num_layers"],
-        "num_attention_heads": config["num_heads"],
-        "hidden_size": config["hidden_dim"],
-        "intermediate_size": config["intermediate_dim"],
+        **write_sizes(config),
         "hidden_dropout_prob": config["dropout"],
         "attention_probs_dropout_prob": config["dropout"],
         "layer_norm_eps": layer_norm_epsilon,

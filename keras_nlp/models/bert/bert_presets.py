@@ -5,18 +5,16 @@ vocabulary (28996 cased), which divides only by 2, 512 positions, two
 segments, 64-wide heads and a feed-forward four times the hidden width.
 """
 
+import functools
 
-def _bert(num_layers, num_heads, hidden_dim, vocabulary_size=30522):
-    return {
-        "vocabulary_size": vocabulary_size,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "dropout": 0.1,
-        "max_sequence_length": 512,
-        "num_segments": 2,
-    }
+from keras_nlp.models.families.presets import preset_config
+
+_bert = functools.partial(
+    preset_config,
+    vocabulary_size=30522,
+    max_sequence_length=512,
+    num_segments=2,
+)
 
 
 BERT_PRESETS = {

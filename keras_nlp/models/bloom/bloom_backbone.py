@@ -6,7 +6,7 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bloom.bloom_presets import BLOOM_PRESETS
 from keras_nlp.models.families.bloom import bloom_block_rules
-from keras_nlp.models.families.bloom import build_bloom_style
+from keras_nlp.models.families.bloom import build_bloom_style_from
 
 # The names of a block's layers in BLOOM checkpoints.
 ATTENTION = "self_attention"
@@ -84,20 +84,12 @@ class BloomBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        build_bloom_style(
+        build_bloom_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
+            locals(),
             activation="gelu_approximate",
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
             embeddings_initializer=keras.initializers.RandomNormal(stddev=0.02),
             embeddings_layer_norm=True,
             attention_name=ATTENTION,
             block_names=BLOCK_NAMES,
-            dtype=dtype,
-            **kwargs,
         )

@@ -8,8 +8,8 @@ from keras_nlp.layers.dense import fresh_initializer
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import token_embedding_rules
-from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_dropout_rate
 from keras_nlp.models.deberta_v3.deberta_v3_presets import DEBERTA_V3_PRESETS
 from keras_nlp.models.deberta_v3.disentangled_self_attention import (
     DisentangledSelfAttention,
@@ -22,6 +22,7 @@ from keras_nlp.models.deberta_v3.relative_embedding import (
 )
 from keras_nlp.models.deberta_v3.relative_embedding import RelativeEmbedding
 from keras_nlp.models.encoder import init_encoder_graph
+from keras_nlp.models.families.bert import bert_embeddings
 from keras_nlp.models.families.bert import encoder_block
 
 BLOCK = r"disentangled_attention_encoder_layer_\d+/"
@@ -119,22 +120,18 @@ class DebertaV3Backbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        if not 0 <= dropout < 1:
-            raise ValueError(
-                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
-            )
+        check_dropout_rate(dropout)
         initializer = keras.initializers.TruncatedNormal(stddev=0.02)
-        self.token_embedding = token_embedding(
-            vocabulary_size,
-            hidden_dim,
-            initializer=fresh_initializer(initializer),
+        embed = bert_embeddings(
+            self,
+            vocabulary_size=vocabulary_size,
+            hidden_dim=hidden_dim,
+            # No absolute positions: the attention adds relative ones.
+            max_sequence_length=None,
+            dropout=dropout,
+            initializer=initializer,
+            layer_norm_epsilon=1e-7,
             dtype=dtype,
-        )
-        self.embeddings_layer_norm = keras.layers.LayerNormalization(
-            epsilon=1e-7, dtype=dtype, name="embeddings_layer_norm"
-        )
-        self.embeddings_dropout = keras.layers.Dropout(
-            dropout, dtype=dtype, name="embeddings_dropout"
         )
         self.relative_embedding = RelativeEmbedding(
             hidden_dim=hidden_dim,
@@ -168,11 +165,6 @@ class DebertaV3Backbone(Backbone):
             )
             for index in range(num_layers)
         ]
-
-        def embed(token_ids, segment_ids):
-            x = self.embeddings_layer_norm(self.token_embedding(token_ids))
-            return self.embeddings_dropout(x)
-
         init_encoder_graph(
             self,
             embed,

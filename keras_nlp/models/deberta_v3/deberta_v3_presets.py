@@ -6,18 +6,16 @@ English vocabulary (4 x 32025, so no 8-way axis divides it) or the
 the hidden width, 512 positions and 256 relative-position buckets.
 """
 
+import functools
 
-def _deberta_v3(num_layers, num_heads, hidden_dim, vocabulary_size=128100):
-    return {
-        "vocabulary_size": vocabulary_size,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "dropout": 0.1,
-        "max_sequence_length": 512,
-        "bucket_size": 256,
-    }
+from keras_nlp.models.families.presets import preset_config
+
+_deberta_v3 = functools.partial(
+    preset_config,
+    vocabulary_size=128100,
+    max_sequence_length=512,
+    bucket_size=256,
+)
 
 
 DEBERTA_V3_PRESETS = {

@@ -1,11 +1,9 @@
 """DistilBERT encoder backbone."""
 
-import keras
-
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.distil_bert.distil_bert_presets import DISTIL_BERT_PRESETS
 from keras_nlp.models.families.bert import bert_style_rules
-from keras_nlp.models.families.bert import build_bert_style
+from keras_nlp.models.families.bert import build_bert_style_from
 
 
 class DistilBertBackbone(Backbone):
@@ -84,20 +82,11 @@ class DistilBertBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        build_bert_style(
+        build_bert_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            max_sequence_length=max_sequence_length,
+            locals(),
             activation="gelu",
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             layer_norm_epsilon=1e-12,
             embeddings_layer="token_and_position_embedding",
             pooled=False,
-            dtype=dtype,
-            **kwargs,
         )

@@ -1,11 +1,9 @@
 """ELECTRA encoder backbone."""
 
-import keras
-
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.electra.electra_presets import ELECTRA_PRESETS
 from keras_nlp.models.families.bert import bert_style_rules
-from keras_nlp.models.families.bert import build_bert_style
+from keras_nlp.models.families.bert import build_bert_style_from
 
 PROJECTION = "embeddings_projection"
 
@@ -92,23 +90,13 @@ class ElectraBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        build_bert_style(
+        build_bert_style_from(
             self,
+            locals(),
             vocabulary_size=vocab_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            max_sequence_length=max_sequence_length,
-            num_segments=num_segments,
-            embedding_dim=embedding_dim,
             # Only a narrower (or wider) embedding is projected.
             projection_name=(
                 PROJECTION if embedding_dim != hidden_dim else None
             ),
             activation="gelu_approximate",
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
-            dtype=dtype,
-            **kwargs,
         )

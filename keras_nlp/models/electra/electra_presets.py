@@ -6,19 +6,21 @@ two segments and 64-wide heads. Small's embeddings are half its hidden
 width and projected up; base's are as wide as its hidden states.
 """
 
+from keras_nlp.models.families.presets import preset_config
+
 
 def _electra(num_heads, hidden_dim, embedding_dim):
-    return {
-        "vocab_size": 30522,
-        "num_layers": 12,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "embedding_dim": embedding_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "dropout": 0.1,
-        "max_sequence_length": 512,
-        "num_segments": 2,
-    }
+    config = preset_config(
+        12,
+        num_heads,
+        hidden_dim,
+        vocabulary_size=30522,
+        embedding_dim=embedding_dim,
+        max_sequence_length=512,
+        num_segments=2,
+    )
+    # keras-hub's ELECTRA calls its vocabulary size `vocab_size`.
+    return {"vocab_size": config.pop("vocabulary_size"), **config}
 
 
 ELECTRA_PRESETS = {

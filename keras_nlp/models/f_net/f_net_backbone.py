@@ -7,7 +7,7 @@ from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.f_net.f_net_fourier_mixing import FNetFourierMixing
 from keras_nlp.models.f_net.f_net_presets import F_NET_PRESETS
 from keras_nlp.models.families.bert import bert_style_rules
-from keras_nlp.models.families.bert import build_bert_style
+from keras_nlp.models.families.bert import build_bert_style_from
 from keras_nlp.models.families.bert import encoder_block
 
 # keras-hub's `FNetEncoder` names, which are the checkpoints' paths.
@@ -121,16 +121,10 @@ class FNetBackbone(Backbone):
             )
             for index in range(num_layers)
         ]
-        build_bert_style(
+        build_bert_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
+            locals(),
             num_heads=None,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            max_sequence_length=max_sequence_length,
-            num_segments=num_segments,
             activation="gelu_approximate",
             initializer=initializer,
             bias_initializer=initializer,
@@ -138,6 +132,4 @@ class FNetBackbone(Backbone):
             project_before_dropout=True,
             padding_mask=False,
             blocks=blocks,
-            dtype=dtype,
-            **kwargs,
         )

@@ -4,7 +4,7 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.falcon.falcon_presets import FALCON_PRESETS
 from keras_nlp.models.families.bloom import bloom_block_rules
-from keras_nlp.models.families.bloom import build_bloom_style
+from keras_nlp.models.families.bloom import build_bloom_style_from
 
 # The names of a block's layers in Falcon checkpoints.
 ATTENTION = "attention"
@@ -178,16 +178,12 @@ class FalconBackbone(Backbone):
                 f"Received: num_key_value_heads={num_key_value_heads}, "
                 f"num_attention_heads={num_attention_heads}."
             )
-        build_bloom_style(
+        build_bloom_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
+            locals(),
             num_heads=num_attention_heads,
             heads_argument="num_attention_heads",
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
             activation="gelu",
-            layer_norm_epsilon=layer_norm_epsilon,
             dropout=attention_dropout_rate,
             feedforward_dropout=feedforward_dropout_rate,
             # ALiBi is added before the logits are scaled.
@@ -195,11 +191,5 @@ class FalconBackbone(Backbone):
             embeddings_initializer="uniform",
             attention_name=ATTENTION,
             block_names=block_names(parallel_residual, shared_layer_norm),
-            num_key_value_heads=num_key_value_heads,
-            rotary_max_wavelength=rotary_max_wavelength,
-            use_bias=use_bias,
-            parallel_residual=parallel_residual,
             shared_norm=shared_layer_norm,
-            dtype=dtype,
-            **kwargs,
         )

@@ -30,6 +30,8 @@ from keras_nlp.layers.token_and_position_embedding import (
 from keras_nlp.layers.token_and_position_embedding import segment_embedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.layers.transformer_encoder import TransformerEncoderBlock
+from keras_nlp.models.construction import COMMON_ARGUMENTS
+from keras_nlp.models.construction import builder_from
 from keras_nlp.models.construction import check_dropout_rate
 from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.encoder import init_encoder_graph
@@ -108,28 +110,31 @@ def bert_embeddings(
     max_sequence_length,
     dropout,
     initializer,
-    bias_initializer,
     layer_norm_epsilon,
-    num_segments,
-    embedding_dim,
-    projection_name,
-    project_before_dropout,
-    embeddings_layer,
     dtype,
+    bias_initializer="zeros",
+    num_segments=None,
+    embedding_dim=None,
+    projection_name=None,
+    project_before_dropout=False,
+    embeddings_layer=None,
 ):
     """Adds the BERT-style embedding layers to `backbone`.
 
     Sets `token_embedding` and `position_embedding` (or `embeddings`,
-    holding both), `segment_embedding` when there are segments,
+    holding both; no position table without `max_sequence_length`, as in
+    DeBERTa), `segment_embedding` when there are segments,
     `embeddings_layer_norm`, `embeddings_dropout` and
     `embeddings_projection` (`None` without a projection), with the
     checkpoints' names.
 
     Args:
         backbone: the backbone being constructed.
-        vocabulary_size, hidden_dim, max_sequence_length, dropout,
-            initializer, bias_initializer, layer_norm_epsilon, dtype: as in
+        vocabulary_size, hidden_dim, dropout, initializer,
+            layer_norm_epsilon, dtype, bias_initializer: as in
             `build_bert_style`.
+        max_sequence_length: int, the position table's rows, or `None` for
+            no position table.
         num_segments: int, or `None` for no segment embedding (and no
             `segment_ids` input).
         embedding_dim: width of the embedding tables; `None` means
@@ -166,12 +171,13 @@ def bert_embeddings(
             initializer=fresh_initializer(initializer),
             dtype=dtype,
         )
-        backbone.position_embedding = PositionEmbedding(
-            sequence_length=max_sequence_length,
-            initializer=fresh_initializer(initializer),
-            dtype=dtype,
-            name="position_embedding",
-        )
+        if max_sequence_length is not None:
+            backbone.position_embedding = PositionEmbedding(
+                sequence_length=max_sequence_length,
+                initializer=fresh_initializer(initializer),
+                dtype=dtype,
+                name="position_embedding",
+            )
     if num_segments is not None:
         backbone.segment_embedding = segment_embedding(
             num_segments,
@@ -201,7 +207,8 @@ def bert_embeddings(
             x = backbone.embeddings(token_ids)
         else:
             x = backbone.token_embedding(token_ids)
-            x = x + backbone.position_embedding(x)
+            if max_sequence_length is not None:
+                x = x + backbone.position_embedding(x)
         if num_segments is not None:
             x = x + backbone.segment_embedding(segment_ids)
         x = backbone.embeddings_layer_norm(x)
@@ -224,7 +231,7 @@ def build_bert_style(
     dropout,
     max_sequence_length,
     activation,
-    initializer,
+    initializer=None,
     bias_initializer="zeros",
     layer_norm_epsilon=1e-12,
     num_segments=None,
@@ -250,7 +257,8 @@ def build_bert_style(
             `BertBackbone`.
         activation: str, the feed-forward activation.
         initializer: initializer of every table and kernel (copied for
-            each).
+            each); defaults to `TruncatedNormal(stddev=0.02)`, as most
+            members were trained.
         bias_initializer: initializer of the projection's and pooler's
             biases (F-Net: random, like its kernels).
         layer_norm_epsilon: float. Epsilon of every LayerNorm.
@@ -269,6 +277,8 @@ def build_bert_style(
     if num_heads is not None:
         check_heads_divide(hidden_dim, num_heads)
     check_dropout_rate(dropout)
+    if initializer is None:
+        initializer = keras.initializers.TruncatedNormal(stddev=0.02)
     embed = bert_embeddings(
         backbone,
         vocabulary_size=vocabulary_size,
@@ -322,6 +332,14 @@ def build_bert_style(
         dtype=dtype,
         **kwargs,
     )
+
+
+# `build_bert_style` with a backbone constructor's own arguments:
+# `build_bert_style_from(self, locals(), activation=...)`.
+build_bert_style_from = builder_from(
+    build_bert_style,
+    (*COMMON_ARGUMENTS, "max_sequence_length", "num_segments", "embedding_dim"),
+)
 
 
 def encoder_block_rules(block=BLOCK, attention=ATTENTION + "/"):

@@ -21,6 +21,8 @@ from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.construction import COMMON_ARGUMENTS
+from keras_nlp.models.construction import builder_from
 from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.families.gpt import BLOCK
 from keras_nlp.models.families.gpt import build_gpt_blocks
@@ -221,6 +223,21 @@ def build_bloom_style(
         dtype=dtype,
         **kwargs,
     )
+
+
+# `build_bloom_style` with a backbone constructor's own arguments:
+# `build_bloom_style_from(self, locals(), activation=...)`.
+build_bloom_style_from = builder_from(
+    build_bloom_style,
+    (
+        *COMMON_ARGUMENTS,
+        "layer_norm_epsilon",
+        "num_key_value_heads",
+        "rotary_max_wavelength",
+        "use_bias",
+        "parallel_residual",
+    ),
+)
 
 
 def bloom_block_rules(attention_name, block_names, use_bias=True):

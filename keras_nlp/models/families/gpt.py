@@ -22,6 +22,8 @@ from keras_nlp.layers.token_and_position_embedding import (
     TokenAndPositionEmbedding,
 )
 from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.construction import COMMON_ARGUMENTS
+from keras_nlp.models.construction import builder_from
 from keras_nlp.models.construction import check_dropout_rate
 from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.decoder import init_decoder_graph
@@ -333,6 +335,20 @@ def build_gpt_style(
         dtype=dtype,
         **kwargs,
     )
+
+
+# `build_gpt_style` with a backbone constructor's own arguments:
+# `build_gpt_style_from(self, locals(), activation=...)`.
+build_gpt_style_from = builder_from(
+    build_gpt_style,
+    (
+        *COMMON_ARGUMENTS,
+        "max_sequence_length",
+        "layer_norm_epsilon",
+        "tie_word_embeddings",
+        "normalize_first",
+    ),
+)
 
 
 def gpt_block_rules():

@@ -12,9 +12,28 @@ import keras
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.decoder_block import DecoderBlock
+from keras_nlp.layers.layout_rules import attention_rules
+from keras_nlp.layers.layout_rules import feedforward_rules
+from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.decoder import init_decoder_graph
+
+# The constructor arguments that `build_llama_style_from` passes on as
+# they are (those a backbone has): every member names them alike.
+SHARED_ARGUMENTS = (
+    "vocabulary_size",
+    "num_layers",
+    "hidden_dim",
+    "num_query_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "layer_norm_epsilon",
+    "dropout",
+    "tie_word_embeddings",
+    "dtype",
+)
+BLOCK = r"transformer_layer_\d+/"
 
 
 def check_llama_style_arguments(hidden_dim, num_query_heads, head_dim=None):
@@ -151,3 +170,52 @@ def build_llama_style(
         dtype=dtype,
         **kwargs,
     )
+
+
+def build_llama_style_from(backbone, arguments, **options):
+    """`build_llama_style` with a backbone constructor's own arguments.
+
+    Passes on the constructor's `SHARED_ARGUMENTS` (those it has; the
+    others keep `build_llama_style`'s defaults), its `intermediate_dim`
+    unless `options` give a `feedforward`, and its `**kwargs`. Without a
+    `rotary_embedding` in `options`, the blocks get
+    `plain_rotary_embedding` of its `rope_max_wavelength` and
+    `rope_scaling_factor`.
+
+    Args:
+        backbone: the backbone being constructed.
+        arguments: dict, the constructor's `locals()`; a local variable
+            must not reuse the name of a shared argument.
+        **options: the member's own `build_llama_style` arguments
+            (`rotary_embedding`, `attention_options`, `feedforward`, ...).
+    """
+    shared = {
+        name: arguments[name] for name in SHARED_ARGUMENTS if name in arguments
+    }
+    if "feedforward" not in options:
+        shared["intermediate_dim"] = arguments["intermediate_dim"]
+    if "rotary_embedding" not in options:
+        shared["rotary_embedding"] = plain_rotary_embedding(
+            arguments["rope_max_wavelength"],
+            arguments["rope_scaling_factor"],
+            arguments["dtype"],
+        )
+    build_llama_style(backbone, **shared, **options, **arguments["kwargs"])
+
+
+def llama_style_rules(
+    tied, feedforward=None, attention="self_attention", **attention_options
+):
+    """Layout rules of a `build_llama_style` stack.
+
+    Args:
+        tied: bool. Whether the output projection is the token embedding.
+        feedforward: the feed-forwards' rules; `None` for the SwiGLU's.
+        attention: the attention layer's name in each block.
+        **attention_options: further `attention_rules` arguments.
+    """
+    return [
+        *token_embedding_rules("token_embedding/", tied=tied),
+        *attention_rules(BLOCK + attention + "/", **attention_options),
+        *(feedforward_rules(BLOCK) if feedforward is None else feedforward),
+    ]

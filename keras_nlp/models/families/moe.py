@@ -7,6 +7,8 @@ These helpers give `build_llama_style` the feed-forward of each block and
 `_layout_rules` the rules of the kinds of block a config has.
 """
 
+import keras
+
 from keras_nlp.layers.gated_feedforward import GatedFeedForward
 from keras_nlp.layers.layout_rules import feedforward_rules
 
@@ -69,6 +71,48 @@ def mixed_feedforward(sparse, sparse_block, dense_block):
         dense_block: callable returning a new dense feed-forward.
     """
     return lambda index: sparse_block() if sparse[index] else dense_block()
+
+
+def qwen_moe_feedforward(arguments, moe_layer, moe_name, dense_name, **options):
+    """`mixed_feedforward` of a Qwen MoE-style constructor's arguments.
+
+    Sparse blocks get a `moe_layer` (`SparseMoE` or `SharedExpertSparseMoE`)
+    named `moe_name`, with a fused gate/intermediate kernel, the others a
+    `dense_feedforward` named `dense_name`; both share one initializer.
+
+    Args:
+        arguments: dict, the constructor's `locals()`: its `num_layers`,
+            `decoder_sparse_step`, `mlp_only_layers`, `num_experts`,
+            `moe_intermediate_dim`, `top_k`, `norm_top_k_prob`,
+            `router_aux_loss_coefficient`, `intermediate_dim` and `dtype`.
+        moe_layer, moe_name, dense_name: as above.
+        **options: further arguments of `moe_layer`.
+    """
+    kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
+    sparse = sparse_blocks(
+        arguments["num_layers"],
+        arguments["decoder_sparse_step"],
+        arguments["mlp_only_layers"],
+    )
+    dtype = arguments["dtype"]
+    return mixed_feedforward(
+        sparse,
+        sparse_block=lambda: moe_layer(
+            num_experts=arguments["num_experts"],
+            intermediate_dim=arguments["moe_intermediate_dim"],
+            top_k=arguments["top_k"],
+            normalize_top_k=arguments["norm_top_k_prob"],
+            fused_gate_intermediate=True,
+            router_aux_loss_coef=arguments["router_aux_loss_coefficient"],
+            kernel_initializer=kernel_initializer,
+            dtype=dtype,
+            name=moe_name,
+            **options,
+        ),
+        dense_block=lambda: dense_feedforward(
+            arguments["intermediate_dim"], dense_name, kernel_initializer, dtype
+        ),
+    )
 
 
 def dense_feedforward(intermediate_dim, name, kernel_initializer, dtype):

@@ -120,6 +120,46 @@ def build_gemma_stack(
     )
 
 
+# The constructor arguments that `build_gemma_stack_from` passes on as they
+# are: Gemma, Gemma 3 and PaliGemma name them alike.
+SHARED_ARGUMENTS = (
+    "vocabulary_size",
+    "num_layers",
+    "num_query_heads",
+    "num_key_value_heads",
+    "hidden_dim",
+    "head_dim",
+    "query_head_dim_normalize",
+    "use_post_ffw_norm",
+    "use_post_attention_norm",
+    "attention_logit_soft_cap",
+    "final_logit_soft_cap",
+    "layer_norm_epsilon",
+    "dropout",
+    "dtype",
+)
+
+
+def build_gemma_stack_from(backbone, arguments, **options):
+    """`build_gemma_stack` with a backbone constructor's own arguments.
+
+    Args:
+        backbone: the backbone being constructed.
+        arguments: dict, the constructor's `locals()`: its
+            `SHARED_ARGUMENTS` are passed on as they are, with its
+            `use_bidirectional_attention` if it has one and its `**kwargs`.
+            A local variable must not reuse the name of one of them.
+        **options: the rest of `build_gemma_stack`'s arguments (`ffw_dim`,
+            `attention_options`, `init_graph`).
+    """
+    shared = {name: arguments[name] for name in SHARED_ARGUMENTS}
+    if "use_bidirectional_attention" in arguments:
+        shared["use_bidirectional_attention"] = arguments[
+            "use_bidirectional_attention"
+        ]
+    build_gemma_stack(backbone, **shared, **options, **arguments["kwargs"])
+
+
 def gemma_layout_rules():
     """Layout rules of a Gemma-style stack (`build_gemma_stack`)."""
     block = r"decoder_block_\d+/"
@@ -224,24 +264,10 @@ class GemmaBackbone(Backbone):
                 "sliding_window_size": sliding_window_size if local else None
             }
 
-        build_gemma_stack(
+        build_gemma_stack_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            hidden_dim=hidden_dim,
+            locals(),
             # Gemma's `intermediate_dim` counts both branches.
             ffw_dim=intermediate_dim // 2,
-            head_dim=head_dim,
-            query_head_dim_normalize=query_head_dim_normalize,
-            use_post_ffw_norm=use_post_ffw_norm,
-            use_post_attention_norm=use_post_attention_norm,
-            attention_logit_soft_cap=attention_logit_soft_cap,
-            final_logit_soft_cap=final_logit_soft_cap,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
             attention_options=attention_options,
-            dtype=dtype,
-            **kwargs,
         )

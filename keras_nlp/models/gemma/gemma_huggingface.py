@@ -22,15 +22,17 @@ configs and models):
   copy is ignored.
 """
 
-from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Merge
 from keras_nlp.saving.huggingface import Transpose
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import attention_rows
 from keras_nlp.saving.huggingface import register_family
 from keras_nlp.saving.huggingface.fields import read_rope
+from keras_nlp.saving.huggingface.fields import read_sizes
 from keras_nlp.saving.huggingface.fields import windowed_layers
+from keras_nlp.saving.huggingface.fields import write_sizes
 
 # Our heads-first query/key/value kernels `(heads, hidden, head_dim)` are
 # Hugging Face's `(heads * head_dim, hidden)`.
@@ -91,20 +93,8 @@ def gemma_weights(prefix="model.", gemma2_norms=False, query_key_norm=False):
         ),
         Weight("final_normalization/scale", prefix + "norm.weight"),
     ]
-    for ours, theirs in (("query", "q"), ("key", "k"), ("value", "v")):
-        rows.append(
-            Weight(
-                block + f"attention/{ours}/kernel",
-                layer + f"self_attn.{theirs}_proj.weight",
-                HEADS_FIRST_KERNEL,
-            )
-        )
-    rows.append(
-        Weight(
-            block + "attention/attention_output/kernel",
-            layer + "self_attn.o_proj.weight",
-            HEADS_OUTPUT_KERNEL,
-        )
+    rows += attention_rows(
+        block + "attention", layer + "self_attn", kernel_ops=HEADS_FIRST_KERNEL
     )
     if gemma2_norms:
         rows += [
@@ -136,16 +126,11 @@ def read_gemma_common(hf):
 
     `intermediate_dim` is one feed-forward branch (Gemma 3's meaning).
     """
-    heads = hf.require("num_attention_heads")
+    sizes = read_sizes(hf, grouped=True)
     hf.expect("attention_bias", (False,), default=False)
     hf.expect("tie_word_embeddings", (True,), default=True)
     return {
-        "vocabulary_size": hf.require("vocab_size"),
-        "num_layers": hf.require("num_hidden_layers"),
-        "num_query_heads": heads,
-        "num_key_value_heads": hf.get("num_key_value_heads", heads),
-        "hidden_dim": hf.require("hidden_size"),
-        "intermediate_dim": hf.require("intermediate_size"),
+        **sizes,
         "head_dim": hf.require("head_dim"),
         "layer_norm_epsilon": hf.get("rms_norm_eps", 1e-6),
         "dropout": hf.get("attention_dropout", 0.0),
@@ -155,11 +140,7 @@ def read_gemma_common(hf):
 def write_gemma_common(config, intermediate_size):
     """`config.json` fields of what `read_gemma_common` reads."""
     return {
-        "vocab_size": config["vocabulary_size"],
-        "num_hidden_layers": config["num_layers"],
-        "num_attention_heads": config["num_query_heads"],
-        "num_key_value_heads": config["num_key_value_heads"],
-        "hidden_size": config["hidden_dim"],
+        **write_sizes(config, grouped=True),
         "intermediate_size": intermediate_size,
         "head_dim": config["head_dim"],
         "rms_norm_eps": config["layer_norm_epsilon"],

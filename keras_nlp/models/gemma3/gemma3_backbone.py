@@ -11,7 +11,7 @@ from keras_nlp.layers.vit_encoder import vision_transformer_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.decoder import DecoderStack
 from keras_nlp.models.functional import init_functional
-from keras_nlp.models.gemma.gemma_backbone import build_gemma_stack
+from keras_nlp.models.gemma.gemma_backbone import build_gemma_stack_from
 from keras_nlp.models.gemma.gemma_backbone import gemma_layout_rules
 from keras_nlp.models.gemma3.gemma3_presets import GEMMA3_PRESETS
 from keras_nlp.models.gemma3.gemma3_vision_encoder import PROJECTION_DIMS
@@ -410,26 +410,12 @@ class Gemma3Backbone(Backbone):
                 use_query_key_norm=use_query_key_norm,
             )
 
-        build_gemma_stack(
+        build_gemma_stack_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            hidden_dim=hidden_dim,
+            locals(),
             # Unlike Gemma's, `intermediate_dim` is one branch's width.
             ffw_dim=intermediate_dim,
-            head_dim=head_dim,
-            query_head_dim_normalize=query_head_dim_normalize,
-            use_post_ffw_norm=use_post_ffw_norm,
-            use_post_attention_norm=use_post_attention_norm,
-            attention_logit_soft_cap=attention_logit_soft_cap,
-            final_logit_soft_cap=final_logit_soft_cap,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
             attention_options=attention_options,
-            use_bidirectional_attention=use_bidirectional_attention,
-            dtype=dtype,
             init_graph=self._graph(
                 vision_encoder,
                 image_size,
@@ -444,7 +430,6 @@ class Gemma3Backbone(Backbone):
                     else None
                 ),
             ),
-            **kwargs,
         )
         if vision_encoder is not None:
             self.num_vision_tokens_per_image = (

@@ -5,7 +5,7 @@ import keras
 from keras_nlp.layers.layout_rules import position_embedding_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.gpt import build_gpt_style
+from keras_nlp.models.families.gpt import build_gpt_style_from
 from keras_nlp.models.families.gpt import gpt_block_rules
 from keras_nlp.models.gpt2.gpt2_presets import GPT2_PRESETS
 
@@ -81,17 +81,9 @@ class GPT2Backbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        build_gpt_style(
+        build_gpt_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            max_sequence_length=max_sequence_length,
+            locals(),
             activation="gelu_approximate",
-            dropout=dropout,
             initializer=keras.initializers.RandomNormal(stddev=0.02),
-            dtype=dtype,
-            **kwargs,
         )

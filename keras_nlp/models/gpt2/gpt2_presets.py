@@ -5,17 +5,13 @@ OpenAI's four GPT-2 sizes in the keras-hub format: a 50257-token vocabulary
 feed-forward four times the hidden width.
 """
 
+import functools
 
-def _gpt2(num_layers, num_heads, hidden_dim):
-    return {
-        "vocabulary_size": 50257,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "dropout": 0.1,
-        "max_sequence_length": 1024,
-    }
+from keras_nlp.models.families.presets import preset_config
+
+_gpt2 = functools.partial(
+    preset_config, vocabulary_size=50257, max_sequence_length=1024
+)
 
 
 GPT2_PRESETS = {

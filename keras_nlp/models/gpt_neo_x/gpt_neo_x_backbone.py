@@ -5,7 +5,7 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.construction import check_gelu
 from keras_nlp.models.families.gpt import BLOCK
-from keras_nlp.models.families.gpt import build_gpt_style
+from keras_nlp.models.families.gpt import build_gpt_style_from
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import GPTNeoXAttention
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_attention import (
     gpt_neo_x_attention_rules,
@@ -127,23 +127,15 @@ class GPTNeoXBackbone(Backbone):
                 name="self_attention",
             )
 
-        build_gpt_style(
+        build_gpt_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
+            locals(),
             activation=hidden_activation,
-            dropout=dropout,
             initializer=gpt_neo_x_kernel_initializer(),
-            # Positions enter through the rotary embedding of the attention.
+            # Positions enter through the rotary embedding of the attention
+            # (`max_sequence_length` creates no variable).
             learned_positions=False,
-            tie_word_embeddings=tie_word_embeddings,
             attention=attention,
             # Attention and feed-forward both read the block input.
             parallel_residual=True,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            **kwargs,
         )

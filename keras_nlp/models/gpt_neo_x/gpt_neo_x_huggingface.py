@@ -38,6 +38,8 @@ from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import layer_norm_rows
 from keras_nlp.saving.huggingface import linear_rows
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import read_sizes
+from keras_nlp.saving.huggingface.fields import write_sizes
 
 _BLOCK = "transformer_layer_{i}/"
 _LAYER = "gpt_neox.layers.{i}."
@@ -121,11 +123,7 @@ def _from_hf(hf):
     hf.expect("attention_bias", (True,), default=True)
     fraction, base = _rope(hf)
     return {
-        "vocabulary_size": hf.require("vocab_size"),
-        "num_layers": hf.require("num_hidden_layers"),
-        "num_heads": hf.require("num_attention_heads"),
-        "hidden_dim": hf.require("hidden_size"),
-        "intermediate_dim": hf.require("intermediate_size"),
+        **read_sizes(hf),
         "dropout": hf.get("hidden_dropout", 0.0),
         "rotary_percentage": fraction,
         "rotary_max_wavelength": base,
@@ -140,11 +138,7 @@ def _from_hf(hf):
 
 def _to_hf(config):
     return {
-        "vocab_size": config["vocabulary_size"],
-        "num_hidden_layers": config["num_layers"],
-        "num_attention_heads": config["num_heads"],
-        "hidden_size": config["hidden_dim"],
-        "intermediate_size": config["intermediate_dim"],
+        **write_sizes(config),
         "hidden_dropout": config["dropout"],
         "attention_dropout": config["dropout"],
         "rotary_pct": config["rotary_percentage"],

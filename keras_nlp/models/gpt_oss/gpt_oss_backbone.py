@@ -2,13 +2,13 @@
 
 import keras
 
-from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import sparse_moe_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.construction import check_no_router_logits
-from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import BLOCK
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.gpt_oss.gpt_oss_presets import GPT_OSS_PRESETS
 from keras_nlp.models.gpt_oss.yarn_rotary_embedding import YarnRotaryEmbedding
 
@@ -171,22 +171,18 @@ class GptOssBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
         # The sinks `(heads,)` and the router bias `(experts,)` are small
         # and replicated: no rule.
-        return [
-            *token_embedding_rules("token_embedding/", tied=False),
-            *attention_rules(block + "self_attention/", use_bias=True),
-            *sparse_moe_rules(
-                block + MOE_BLOCK + "/",
-                sublayer_names=MOE_NAMES,
-                fused_gate_intermediate=True,
-                expert_bias_names=(
-                    MOE_NAMES["gate_bias"],
-                    MOE_NAMES["output_bias"],
-                ),
+        experts = sparse_moe_rules(
+            BLOCK + MOE_BLOCK + "/",
+            sublayer_names=MOE_NAMES,
+            fused_gate_intermediate=True,
+            expert_bias_names=(
+                MOE_NAMES["gate_bias"],
+                MOE_NAMES["output_bias"],
             ),
-        ]
+        )
+        return llama_style_rules(tied=False, feedforward=experts, use_bias=True)
 
     def __init__(
         self,
@@ -227,14 +223,9 @@ class GptOssBackbone(Backbone):
                 "sliding_window_size": window,
             }
 
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            head_dim=head_dim,
+            locals(),
             rotary_embedding=lambda: YarnRotaryEmbedding(
                 max_wavelength=rope_max_wavelength,
                 factor=rope_scaling_factor,
@@ -260,10 +251,5 @@ class GptOssBackbone(Backbone):
                 dtype=dtype,
                 name=MOE_BLOCK,
             ),
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=False,
             block_names=BLOCK_NAMES,
-            dtype=dtype,
-            **kwargs,
         )

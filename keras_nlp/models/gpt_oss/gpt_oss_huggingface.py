@@ -55,19 +55,16 @@ from keras_nlp.models.gpt_oss.gpt_oss_backbone import LAYER_TYPES
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import MOE_BLOCK
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import YARN_OPTIONS
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import is_sliding_window_layer
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
 from keras_nlp.models.llama.llama_huggingface import read_llama_style
+from keras_nlp.models.llama.llama_huggingface import register_llama_style
 from keras_nlp.models.llama.llama_huggingface import write_llama_style
-from keras_nlp.saving.huggingface import HEADS_BIAS
-from keras_nlp.saving.huggingface import HEADS_KERNEL
-from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import MXFP4
-from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
-from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface import attention_rows
+from keras_nlp.saving.huggingface import linear_rows
 from keras_nlp.saving.huggingface.fields import windowed_layers
+from keras_nlp.saving.huggingface.fields import write_head_dim
 
 _BLOCK = "transformer_layer_{i}/"
 _ATTENTION = _BLOCK + "self_attention/"
@@ -82,37 +79,11 @@ GPT_OSS_WEIGHTS = [
         Weight(_BLOCK + f"{name}/scale", _LAYER + f"{name}.weight")
         for name in ("input_layernorm", "post_attention_layernorm")
     ),
-    *(
-        row
-        for ours, theirs in (("query", "q"), ("key", "k"), ("value", "v"))
-        for row in (
-            Weight(
-                _ATTENTION + f"{ours}/kernel",
-                _LAYER + f"self_attn.{theirs}_proj.weight",
-                HEADS_KERNEL,
-            ),
-            Weight(
-                _ATTENTION + f"{ours}/bias",
-                _LAYER + f"self_attn.{theirs}_proj.bias",
-                HEADS_BIAS,
-            ),
-        )
-    ),
-    Weight(
-        _ATTENTION + "attention_output/kernel",
-        _LAYER + "self_attn.o_proj.weight",
-        HEADS_OUTPUT_KERNEL,
-    ),
-    Weight(
-        _ATTENTION + "attention_output/bias", _LAYER + "self_attn.o_proj.bias"
+    *attention_rows(
+        _BLOCK + "self_attention", _LAYER + "self_attn", use_bias=True
     ),
     Weight(_ATTENTION + "sinks", _LAYER + "self_attn.sinks"),
-    Weight(
-        _MOE + "router/router_dense/kernel",
-        _LAYER + "mlp.router.weight",
-        KERNEL,
-    ),
-    Weight(_MOE + "router/router_dense/bias", _LAYER + "mlp.router.bias"),
+    *linear_rows(_MOE + "router/router_dense", _LAYER + "mlp.router"),
     *(
         Weight(
             _MOE + f"experts/{name}",
@@ -294,15 +265,10 @@ def _to_hf(config):
     window = config["sliding_window"]
     factor = config["rope_scaling_factor"]
     layers = config["num_layers"]
-    head_dim = config["head_dim"]
     fields = {
         **write_llama_style(config),
         "rope_theta": config["rope_max_wavelength"],
-        "head_dim": (
-            config["hidden_dim"] // config["num_query_heads"]
-            if head_dim is None
-            else head_dim
-        ),
+        "head_dim": write_head_dim(config),
         "attention_bias": True,
         "num_local_experts": config["num_experts"],
         "num_experts_per_tok": config["top_k"],
@@ -331,20 +297,15 @@ def _to_hf(config):
     return fields
 
 
-GPT_OSS = register_family(
-    HuggingFaceFamily(
-        model_type="gpt_oss",
-        backbone="GptOssBackbone",
-        architectures=("GptOssForCausalLM",),
-        config_from_hf=_from_hf,
-        config_to_hf=_to_hf,
-        weights=GPT_OSS_WEIGHTS,
-        ignored_fields=(
-            *LLAMA_STYLE_IGNORED_FIELDS,
-            "router_aux_loss_coef",
-            "output_router_logits",
-            "initial_context_length",
-        ),
-        ignorable_tensors=LLAMA_STYLE_IGNORABLE,
-    )
+GPT_OSS = register_llama_style(
+    "gpt_oss",
+    "GptOssBackbone",
+    _from_hf,
+    _to_hf,
+    GPT_OSS_WEIGHTS,
+    ignored_fields=(
+        "router_aux_loss_coef",
+        "output_router_logits",
+        "initial_context_length",
+    ),
 )

@@ -1,10 +1,8 @@
 """Llama and Llama 2 decoder backbone."""
 
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import feedforward_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.llama.llama_presets import LLAMA_PRESETS
 from keras_nlp.models.llama.llama_rotary_embedding import LlamaRotaryEmbedding
 
@@ -67,14 +65,7 @@ class LlamaBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        return [
-            *token_embedding_rules(
-                "token_embedding/", tied=config.get("tie_word_embeddings")
-            ),
-            *attention_rules(block + "self_attention/"),
-            *feedforward_rules(block),
-        ]
+        return llama_style_rules(tied=config.get("tie_word_embeddings"))
 
     def __init__(
         self,
@@ -96,14 +87,9 @@ class LlamaBackbone(Backbone):
         tie_word_embeddings=False,
         **kwargs,
     ):
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
+            locals(),
             rotary_embedding=lambda: LlamaRotaryEmbedding(
                 max_wavelength=rope_max_wavelength,
                 scaling_factor=rope_position_scaling_factor,
@@ -114,9 +100,4 @@ class LlamaBackbone(Backbone):
                 dtype=dtype,
                 name="rotary_embedding",
             ),
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=tie_word_embeddings,
-            dtype=dtype,
-            **kwargs,
         )

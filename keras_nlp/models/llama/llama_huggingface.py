@@ -6,14 +6,15 @@ shared by the Llama-style families (Mistral, Qwen 2, Qwen 3): the same
 names and layouts, plus their biases and query/key norms.
 """
 
-from keras_nlp.saving.huggingface import HEADS_KERNEL
-from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import attention_rows
 from keras_nlp.saving.huggingface import register_family
 from keras_nlp.saving.huggingface.fields import read_rope
+from keras_nlp.saving.huggingface.fields import read_sizes
 from keras_nlp.saving.huggingface.fields import write_rope
+from keras_nlp.saving.huggingface.fields import write_sizes
 
 _BLOCK = "transformer_layer_{i}/"
 _LAYER = "model.layers.{i}."
@@ -21,26 +22,7 @@ _LAYER = "model.layers.{i}."
 LLAMA_STYLE_WEIGHTS = [
     Weight("token_embedding/embeddings", "model.embed_tokens.weight"),
     Weight("token_embedding/reverse_embeddings", "lm_head.weight", KERNEL),
-    Weight(
-        _BLOCK + "self_attention/query/kernel",
-        _LAYER + "self_attn.q_proj.weight",
-        HEADS_KERNEL,
-    ),
-    Weight(
-        _BLOCK + "self_attention/key/kernel",
-        _LAYER + "self_attn.k_proj.weight",
-        HEADS_KERNEL,
-    ),
-    Weight(
-        _BLOCK + "self_attention/value/kernel",
-        _LAYER + "self_attn.v_proj.weight",
-        HEADS_KERNEL,
-    ),
-    Weight(
-        _BLOCK + "self_attention/attention_output/kernel",
-        _LAYER + "self_attn.o_proj.weight",
-        HEADS_OUTPUT_KERNEL,
-    ),
+    *attention_rows(_BLOCK + "self_attention", _LAYER + "self_attn"),
     Weight(
         _BLOCK + "self_attention_layernorm/scale",
         _LAYER + "input_layernorm.weight",
@@ -84,16 +66,11 @@ LLAMA_STYLE_IGNORED_FIELDS = (
 
 def read_llama_style(hf):
     """The arguments every Llama-style family shares, read from `hf`."""
-    heads = hf.require("num_attention_heads")
+    sizes = read_sizes(hf, grouped=True)
     hf.expect("hidden_act", ("silu",), default="silu")
     hf.expect("mlp_bias", (False,), default=False)
     return {
-        "vocabulary_size": hf.require("vocab_size"),
-        "num_layers": hf.require("num_hidden_layers"),
-        "num_query_heads": heads,
-        "num_key_value_heads": hf.get("num_key_value_heads", heads),
-        "hidden_dim": hf.require("hidden_size"),
-        "intermediate_dim": hf.require("intermediate_size"),
+        **sizes,
         "layer_norm_epsilon": hf.get("rms_norm_eps", 1e-6),
         "dropout": hf.get("attention_dropout", 0.0),
     }
@@ -102,12 +79,7 @@ def read_llama_style(hf):
 def write_llama_style(config):
     """`config.json` fields of the arguments `read_llama_style` reads."""
     return {
-        "vocab_size": config["vocabulary_size"],
-        "num_hidden_layers": config["num_layers"],
-        "num_attention_heads": config["num_query_heads"],
-        "num_key_value_heads": config["num_key_value_heads"],
-        "hidden_size": config["hidden_dim"],
-        "intermediate_size": config["intermediate_dim"],
+        **write_sizes(config, grouped=True),
         "rms_norm_eps": config["layer_norm_epsilon"],
         "attention_dropout": config["dropout"],
         "hidden_act": "silu",
@@ -126,6 +98,45 @@ def check_head_dim(hf, config):
             [implied],
             why=" (its head size is hidden_size // num_attention_heads)",
         )
+
+
+def register_llama_style(
+    model_type,
+    backbone,
+    config_from_hf,
+    config_to_hf,
+    weights,
+    *,
+    moe=False,
+    ignored_fields=(),
+    also_loads=(),
+):
+    """Registers a Llama-style family; returns its `HuggingFaceFamily`.
+
+    Its architecture is `transformers`' name for `model_type`'s causal LM
+    (`qwen2_moe`: `Qwen2MoeForCausalLM`). It ignores the Llama-style
+    fields and tensors, plus `ignored_fields`; a mixture of experts
+    (`moe`) also ignores `output_router_logits`, which only decides
+    whether Hugging Face's forward returns the router logits.
+    """
+    words = model_type.split("_")
+    if moe:
+        ignored_fields = (*ignored_fields, "output_router_logits")
+    return register_family(
+        HuggingFaceFamily(
+            model_type=model_type,
+            backbone=backbone,
+            also_loads=also_loads,
+            architectures=(
+                "".join(map(str.capitalize, words)) + "ForCausalLM",
+            ),
+            config_from_hf=config_from_hf,
+            config_to_hf=config_to_hf,
+            weights=weights,
+            ignored_fields=(*LLAMA_STYLE_IGNORED_FIELDS, *ignored_fields),
+            ignorable_tensors=LLAMA_STYLE_IGNORABLE,
+        )
+    )
 
 
 def _from_hf(hf):
@@ -185,16 +196,11 @@ def _to_hf(config):
     }
 
 
-LLAMA = register_family(
-    HuggingFaceFamily(
-        model_type="llama",
-        backbone="Llama3Backbone",
-        also_loads=("LlamaBackbone",),
-        architectures=("LlamaForCausalLM",),
-        config_from_hf=_from_hf,
-        config_to_hf=_to_hf,
-        weights=LLAMA_STYLE_WEIGHTS,
-        ignored_fields=LLAMA_STYLE_IGNORED_FIELDS,
-        ignorable_tensors=LLAMA_STYLE_IGNORABLE,
-    )
+LLAMA = register_llama_style(
+    "llama",
+    "Llama3Backbone",
+    _from_hf,
+    _to_hf,
+    LLAMA_STYLE_WEIGHTS,
+    also_loads=("LlamaBackbone",),
 )

@@ -1,11 +1,8 @@
 """Mistral decoder backbone."""
 
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import feedforward_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import plain_rotary_embedding
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.mistral.mistral_presets import MISTRAL_PRESETS
 
 
@@ -65,12 +62,7 @@ class MistralBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        return [
-            *token_embedding_rules("token_embedding/", tied=False),
-            *attention_rules(block + "self_attention/"),
-            *feedforward_rules(block),
-        ]
+        return llama_style_rules(tied=False)
 
     def __init__(
         self,
@@ -89,22 +81,8 @@ class MistralBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            head_dim=head_dim,
-            rotary_embedding=plain_rotary_embedding(
-                rope_max_wavelength, rope_scaling_factor, dtype
-            ),
+            locals(),
             attention_options={"sliding_window_size": sliding_window},
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=False,
-            dtype=dtype,
-            **kwargs,
         )

@@ -2,14 +2,13 @@
 
 import keras
 
-from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import sparse_moe_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.construction import check_no_router_logits
-from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import plain_rotary_embedding
+from keras_nlp.models.families.llama import BLOCK
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.mixtral.mixtral_presets import MIXTRAL_PRESETS
 
 MOE_BLOCK = "mixtral_sparse_moe_block"
@@ -83,12 +82,9 @@ class MixtralBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        return [
-            *token_embedding_rules("token_embedding/", tied=False),
-            *attention_rules(block + "self_attention/"),
-            *sparse_moe_rules(block + MOE_BLOCK + "/"),
-        ]
+        return llama_style_rules(
+            tied=False, feedforward=sparse_moe_rules(BLOCK + MOE_BLOCK + "/")
+        )
 
     def __init__(
         self,
@@ -114,16 +110,9 @@ class MixtralBackbone(Backbone):
         check_no_router_logits(
             "MixtralBackbone", output_router_logits, "router_aux_loss_coef"
         )
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            rotary_embedding=plain_rotary_embedding(
-                rope_max_wavelength, rope_scaling_factor, dtype
-            ),
+            locals(),
             attention_options={"sliding_window_size": sliding_window},
             feedforward=lambda index: SparseMoE(
                 num_experts=num_experts,
@@ -137,9 +126,4 @@ class MixtralBackbone(Backbone):
                 dtype=dtype,
                 name=MOE_BLOCK,
             ),
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=False,
-            dtype=dtype,
-            **kwargs,
         )

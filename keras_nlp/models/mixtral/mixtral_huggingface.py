@@ -10,20 +10,17 @@ loss), which changes no hidden state; ours adds that loss in training,
 weighted by `router_aux_loss_coef`.
 """
 
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
 from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_WEIGHTS
 from keras_nlp.models.llama.llama_huggingface import check_head_dim
 from keras_nlp.models.llama.llama_huggingface import read_llama_style
+from keras_nlp.models.llama.llama_huggingface import register_llama_style
 from keras_nlp.models.llama.llama_huggingface import write_llama_style
 from keras_nlp.models.mixtral.mixtral_backbone import MOE_BLOCK
 from keras_nlp.saving.huggingface import KERNEL
-from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
-from keras_nlp.saving.huggingface import register_family
-from keras_nlp.saving.huggingface.fields import read_rope
+from keras_nlp.saving.huggingface.fields import read_linear_rope
 from keras_nlp.saving.huggingface.fields import read_window
-from keras_nlp.saving.huggingface.fields import write_rope
+from keras_nlp.saving.huggingface.fields import write_linear_rope
 
 _MOE = "transformer_layer_{i}/" + MOE_BLOCK + "/"
 _THEIR_MOE = "model.layers.{i}.block_sparse_moe."
@@ -59,9 +56,7 @@ def _from_hf(hf):
     # MixtralBackbone has no tied output embedding.
     hf.expect("tie_word_embeddings", (False,), default=False)
     check_head_dim(hf, config)
-    theta, _, rope = read_rope(hf, ("default", "linear"))
-    config["rope_max_wavelength"] = theta
-    config["rope_scaling_factor"] = rope.get("factor", 1.0)
+    config.update(read_linear_rope(hf))
     # Hugging Face's MixtralConfig defaults.
     config["num_experts"] = hf.get("num_local_experts", 8)
     config["top_k"] = hf.get("num_experts_per_tok", 2)
@@ -74,15 +69,9 @@ def _from_hf(hf):
 
 
 def _to_hf(config):
-    factor = config["rope_scaling_factor"]
-    kind = "default" if factor == 1.0 else "linear"
     return {
         **write_llama_style(config),
-        **write_rope(
-            config["rope_max_wavelength"],
-            kind,
-            {"factor": factor} if kind == "linear" else None,
-        ),
+        **write_linear_rope(config),
         "head_dim": config["hidden_dim"] // config["num_query_heads"],
         "num_local_experts": config["num_experts"],
         "num_experts_per_tok": config["top_k"],
@@ -95,15 +84,6 @@ def _to_hf(config):
     }
 
 
-MIXTRAL = register_family(
-    HuggingFaceFamily(
-        model_type="mixtral",
-        backbone="MixtralBackbone",
-        architectures=("MixtralForCausalLM",),
-        config_from_hf=_from_hf,
-        config_to_hf=_to_hf,
-        weights=MIXTRAL_WEIGHTS,
-        ignored_fields=(*LLAMA_STYLE_IGNORED_FIELDS, "output_router_logits"),
-        ignorable_tensors=LLAMA_STYLE_IGNORABLE,
-    )
+MIXTRAL = register_llama_style(
+    "mixtral", "MixtralBackbone", _from_hf, _to_hf, MIXTRAL_WEIGHTS, moe=True
 )

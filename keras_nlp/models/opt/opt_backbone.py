@@ -9,7 +9,7 @@ from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import position_embedding_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.gpt import build_gpt_style
+from keras_nlp.models.families.gpt import build_gpt_style_from
 from keras_nlp.models.families.gpt import gpt_block_rules
 from keras_nlp.models.opt.opt_embedding import PROJECT_IN_DIMS
 from keras_nlp.models.opt.opt_embedding import PROJECT_OUT_DIMS
@@ -135,16 +135,6 @@ class OPTBackbone(Backbone):
     ):
         initializer = keras.initializers.TruncatedNormal(stddev=0.02)
         embeddings = project_out = None
-        if token_embedding_dim is not None and (
-            not isinstance(token_embedding_dim, int)
-            or isinstance(token_embedding_dim, bool)
-            or token_embedding_dim < 1
-        ):
-            raise ValueError(
-                "`token_embedding_dim` must be a positive integer or None "
-                "(the token table as wide as `hidden_dim`). Received: "
-                f"token_embedding_dim={token_embedding_dim!r}."
-            )
         if _projects(token_embedding_dim, hidden_dim):
             embeddings = OPTProjectedEmbedding(
                 vocabulary_size=vocabulary_size,
@@ -163,24 +153,15 @@ class OPTBackbone(Backbone):
                 kernel_initializer=initializer,
                 dtype=dtype,
             )
-        build_gpt_style(
+        build_gpt_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            max_sequence_length=max_sequence_length,
+            locals(),
             activation="relu",
-            dropout=dropout,
             initializer=initializer,
             # Both tables in one layer, and no dropout on their sum.
             embeddings_layer="embeddings",
             embeddings_dropout=False,
             embeddings=embeddings,
-            normalize_first=normalize_first,
             output_projection=project_out,
-            dtype=dtype,
-            **kwargs,
         )
         self.project_out = project_out

@@ -25,13 +25,13 @@ from keras-hub's `OPTBackbone` with `transformers`' names and layouts and
 compare against that model (`tests/saving/test_huggingface_opt.py`).
 """
 
-from keras_nlp.saving.huggingface import HEADS_BIAS
-from keras_nlp.saving.huggingface import HEADS_KERNEL
-from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Pad
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import attention_rows
+from keras_nlp.saving.huggingface import layer_norm_rows
+from keras_nlp.saving.huggingface import linear_rows
 from keras_nlp.saving.huggingface import register_family
 
 _BLOCK = "transformer_layer_{i}/"
@@ -49,65 +49,21 @@ WEIGHTS = [
         "model.decoder.embed_positions.weight",
         (Pad(0, POSITION_OFFSET),),
     ),
-    *[
-        row
-        for ours, theirs in (
-            ("query", "q_proj"),
-            ("key", "k_proj"),
-            ("value", "v_proj"),
-        )
-        for row in (
-            Weight(
-                _BLOCK + f"self_attention/{ours}/kernel",
-                _LAYER + f"self_attn.{theirs}.weight",
-                HEADS_KERNEL,
-            ),
-            Weight(
-                _BLOCK + f"self_attention/{ours}/bias",
-                _LAYER + f"self_attn.{theirs}.bias",
-                HEADS_BIAS,
-            ),
-        )
-    ],
-    Weight(
-        _BLOCK + "self_attention/attention_output/kernel",
-        _LAYER + "self_attn.out_proj.weight",
-        HEADS_OUTPUT_KERNEL,
+    *attention_rows(
+        _BLOCK + "self_attention",
+        _LAYER + "self_attn",
+        output="out_proj",
+        use_bias=True,
     ),
-    Weight(
-        _BLOCK + "self_attention/attention_output/bias",
-        _LAYER + "self_attn.out_proj.bias",
+    *layer_norm_rows(
+        _BLOCK + "self_attention_layer_norm", _LAYER + "self_attn_layer_norm"
     ),
-    Weight(
-        _BLOCK + "self_attention_layer_norm/gamma",
-        _LAYER + "self_attn_layer_norm.weight",
+    *layer_norm_rows(
+        _BLOCK + "feedforward_layer_norm", _LAYER + "final_layer_norm"
     ),
-    Weight(
-        _BLOCK + "self_attention_layer_norm/beta",
-        _LAYER + "self_attn_layer_norm.bias",
-    ),
-    Weight(
-        _BLOCK + "feedforward_layer_norm/gamma",
-        _LAYER + "final_layer_norm.weight",
-    ),
-    Weight(
-        _BLOCK + "feedforward_layer_norm/beta",
-        _LAYER + "final_layer_norm.bias",
-    ),
-    Weight(
-        _BLOCK + "feedforward_intermediate_dense/kernel",
-        _LAYER + "fc1.weight",
-        KERNEL,
-    ),
-    Weight(_BLOCK + "feedforward_intermediate_dense/bias", _LAYER + "fc1.bias"),
-    Weight(
-        _BLOCK + "feedforward_output_dense/kernel",
-        _LAYER + "fc2.weight",
-        KERNEL,
-    ),
-    Weight(_BLOCK + "feedforward_output_dense/bias", _LAYER + "fc2.bias"),
-    Weight("layer_norm/gamma", "model.decoder.final_layer_norm.weight"),
-    Weight("layer_norm/beta", "model.decoder.final_layer_norm.bias"),
+    *linear_rows(_BLOCK + "feedforward_intermediate_dense", _LAYER + "fc1"),
+    *linear_rows(_BLOCK + "feedforward_output_dense", _LAYER + "fc2"),
+    *layer_norm_rows("layer_norm", "model.decoder.final_layer_norm"),
     # OPT-350M's embedding projections.
     Weight(
         "embeddings/project_in/kernel",

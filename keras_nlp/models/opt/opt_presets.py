@@ -4,17 +4,13 @@ Meta's OPT models in the keras-hub format: a 50272-token vocabulary, 2048
 positions and a feed-forward four times the hidden width.
 """
 
+import functools
 
-def _opt(num_layers, num_heads, hidden_dim):
-    return {
-        "vocabulary_size": 50272,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "dropout": 0.1,
-        "max_sequence_length": 2048,
-    }
+from keras_nlp.models.families.presets import preset_config
+
+_opt = functools.partial(
+    preset_config, vocabulary_size=50272, max_sequence_length=2048
+)
 
 
 OPT_PRESETS = {

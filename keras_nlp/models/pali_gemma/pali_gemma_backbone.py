@@ -15,7 +15,7 @@ from keras_nlp.layers.vit_encoder import vision_transformer_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.decoder import DecoderStack
 from keras_nlp.models.functional import init_functional
-from keras_nlp.models.gemma.gemma_backbone import build_gemma_stack
+from keras_nlp.models.gemma.gemma_backbone import build_gemma_stack_from
 from keras_nlp.models.gemma.gemma_decoder_block import FEEDFORWARD_NAMES
 from keras_nlp.models.pali_gemma.pali_gemma_presets import PALI_GEMMA_PRESETS
 
@@ -314,29 +314,15 @@ class PaliGemmaBackbone(Backbone):
             use_sliding_window_attention=use_sliding_window_attention,
             sliding_window_size=sliding_window_size,
         )
-        build_gemma_stack(
+        build_gemma_stack_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            hidden_dim=hidden_dim,
+            locals(),
             # Gemma's `intermediate_dim` counts both branches.
             ffw_dim=intermediate_dim // 2,
-            head_dim=head_dim,
-            query_head_dim_normalize=query_head_dim_normalize,
-            use_post_ffw_norm=use_post_ffw_norm,
-            use_post_attention_norm=use_post_attention_norm,
-            attention_logit_soft_cap=attention_logit_soft_cap,
-            final_logit_soft_cap=final_logit_soft_cap,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
             # The window is in the prefix-LM mask (symmetric, unlike the
             # attention layer's causal window).
             attention_options=lambda index: {},
             init_graph=self._graph(vision_options, window_options, dtype),
-            dtype=dtype,
-            **kwargs,
         )
 
     @staticmethod

@@ -1,11 +1,9 @@
 """Phi-3 decoder backbone."""
 
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import feedforward_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.llama import build_llama_style
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.phi3.phi3_presets import PHI3_PRESETS
 from keras_nlp.models.phi3.phi3_rotary_embedding import (
     Phi3SuScaledRotaryEmbedding,
@@ -93,12 +91,7 @@ class Phi3Backbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        return [
-            *token_embedding_rules("token_embedding/", tied=False),
-            *attention_rules(block + "attention/"),
-            *feedforward_rules(block),
-        ]
+        return llama_style_rules(tied=False, attention="attention")
 
     def __init__(
         self,
@@ -121,7 +114,8 @@ class Phi3Backbone(Backbone):
         sliding_window=None,
         **kwargs,
     ):
-        head_dim = hidden_dim // num_query_heads
+        # Not `head_dim`: `build_llama_style_from` would pass it on.
+        rope_pairs = hidden_dim // num_query_heads // 2
         if rope_scaling_type not in ROPE_SCALING_TYPES:
             raise ValueError(
                 f"`rope_scaling_type` must be one of {ROPE_SCALING_TYPES}. "
@@ -132,11 +126,11 @@ class Phi3Backbone(Backbone):
                 ("rope_scaling_short_factor", rope_scaling_short_factor),
                 ("rope_scaling_long_factor", rope_scaling_long_factor),
             ):
-                if factors is None or len(factors) != head_dim // 2:
+                if factors is None or len(factors) != rope_pairs:
                     length = None if factors is None else len(factors)
                     raise ValueError(
                         f"With rope_scaling_type={rope_scaling_type!r}, "
-                        f"`{name}` must list head_dim // 2 = {head_dim // 2} "
+                        f"`{name}` must list head_dim // 2 = {rope_pairs} "
                         f"factors. Received {length} "
                         f"({name}={factors!r})."
                     )
@@ -160,21 +154,11 @@ class Phi3Backbone(Backbone):
                 name="rotary_embedding",
             )
 
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
+            locals(),
             rotary_embedding=rotary_embedding,
             attention_name="attention",
             block_names=_BLOCK_NAMES,
             attention_options={"sliding_window_size": sliding_window},
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=False,
-            dtype=dtype,
-            **kwargs,
         )

@@ -30,7 +30,9 @@ from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import read_sizes
 from keras_nlp.saving.huggingface.fields import read_window
+from keras_nlp.saving.huggingface.fields import write_sizes
 
 _BLOCK = "transformer_layer_{i}/"
 _LAYER = "model.layers.{i}."
@@ -154,23 +156,16 @@ def _read_rope(hf, max_length):
 
 
 def _from_hf(hf):
-    heads = hf.require("num_attention_heads")
-    hidden = hf.require("hidden_size")
+    sizes = read_sizes(hf, grouped=True)
     hf.expect("hidden_act", ("silu",), default="silu")
     hf.expect("partial_rotary_factor", (1.0,), default=1.0)
     hf.expect("tie_word_embeddings", (False,), default=False)
     hf.expect("attention_bias", (False,), default=False)
     hf.expect("mlp_bias", (False,), default=False)
     max_length = hf.get("max_position_embeddings", 4096)
-    num_layers = hf.require("num_hidden_layers")
     theta, kind, original, factors = _read_rope(hf, max_length)
     config = {
-        "vocabulary_size": hf.require("vocab_size"),
-        "num_layers": num_layers,
-        "hidden_dim": hidden,
-        "intermediate_dim": hf.require("intermediate_size"),
-        "num_query_heads": heads,
-        "num_key_value_heads": hf.get("num_key_value_heads", heads),
+        **sizes,
         "layer_norm_epsilon": hf.get("rms_norm_eps", 1e-5),
         "dropout": hf.get("attention_dropout", 0.0),
         "max_sequence_length": max_length,
@@ -180,7 +175,7 @@ def _from_hf(hf):
         "rope_scaling_short_factor": factors and factors["short_factor"],
         "rope_scaling_long_factor": factors and factors["long_factor"],
         # On every layer (Phi-3 has no per-layer window fields).
-        "sliding_window": read_window(hf, num_layers, layered=False),
+        "sliding_window": read_window(hf, sizes["num_layers"], layered=False),
     }
     check_head_dim(hf, config)
     return config
@@ -195,12 +190,7 @@ def _to_hf(config):
             "long_factor": list(config["rope_scaling_long_factor"]),
         }
     return {
-        "vocab_size": config["vocabulary_size"],
-        "num_hidden_layers": config["num_layers"],
-        "hidden_size": config["hidden_dim"],
-        "intermediate_size": config["intermediate_dim"],
-        "num_attention_heads": config["num_query_heads"],
-        "num_key_value_heads": config["num_key_value_heads"],
+        **write_sizes(config, grouped=True),
         "rms_norm_eps": config["layer_norm_epsilon"],
         "attention_dropout": config["dropout"],
         "max_position_embeddings": config["max_sequence_length"],

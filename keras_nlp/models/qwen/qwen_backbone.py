@@ -1,12 +1,24 @@
 """Qwen 2 / Qwen 2.5 decoder backbone."""
 
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import feedforward_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import plain_rotary_embedding
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.qwen.qwen_presets import QWEN_PRESETS
+
+
+def qwen_attention_options(use_sliding_window_attention, sliding_window_size):
+    """Qwen 2's (and Qwen MoE's) `build_llama_style` attention options.
+
+    Biases on the query, key and value projections; with
+    `use_sliding_window_attention`, keras-hub windows every layer (there
+    is no `max_window_layers`).
+    """
+    return {
+        "use_bias": True,
+        "sliding_window_size": (
+            sliding_window_size if use_sliding_window_attention else None
+        ),
+    }
 
 
 class QwenBackbone(Backbone):
@@ -68,15 +80,9 @@ class QwenBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        return [
-            *token_embedding_rules(
-                "token_embedding/",
-                tied=config.get("tie_word_embeddings", True),
-            ),
-            *attention_rules(block + "self_attention/", use_bias=True),
-            *feedforward_rules(block),
-        ]
+        return llama_style_rules(
+            tied=config.get("tie_word_embeddings", True), use_bias=True
+        )
 
     def __init__(
         self,
@@ -96,30 +102,10 @@ class QwenBackbone(Backbone):
         sliding_window_size=32768,
         **kwargs,
     ):
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            rotary_embedding=plain_rotary_embedding(
-                rope_max_wavelength, rope_scaling_factor, dtype
+            locals(),
+            attention_options=qwen_attention_options(
+                use_sliding_window_attention, sliding_window_size
             ),
-            attention_options={
-                "use_bias": True,
-                # keras-hub windows every layer (there is no
-                # `max_window_layers`).
-                "sliding_window_size": (
-                    sliding_window_size
-                    if use_sliding_window_attention
-                    else None
-                ),
-            },
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=tie_word_embeddings,
-            dtype=dtype,
-            **kwargs,
         )

@@ -1,18 +1,15 @@
 """Hugging Face `qwen2` checkpoints (Qwen 2 and Qwen 2.5)."""
 
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
 from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_WEIGHTS
 from keras_nlp.models.llama.llama_huggingface import check_head_dim
 from keras_nlp.models.llama.llama_huggingface import read_llama_style
+from keras_nlp.models.llama.llama_huggingface import register_llama_style
 from keras_nlp.models.llama.llama_huggingface import write_llama_style
 from keras_nlp.saving.huggingface import HEADS_BIAS
-from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
-from keras_nlp.saving.huggingface import register_family
-from keras_nlp.saving.huggingface.fields import read_rope
+from keras_nlp.saving.huggingface.fields import read_linear_rope
 from keras_nlp.saving.huggingface.fields import read_window
-from keras_nlp.saving.huggingface.fields import write_rope
+from keras_nlp.saving.huggingface.fields import write_linear_rope
 from keras_nlp.saving.huggingface.fields import write_window
 
 # Hugging Face's default window size, written when no layer is windowed.
@@ -35,9 +32,7 @@ def read_qwen2(hf):
     """Our Qwen 2 arguments from a `qwen2` (or `qwen2_moe`) config."""
     config = read_llama_style(hf)
     check_head_dim(hf, config)
-    theta, kind, rope = read_rope(hf, ("default", "linear"))
-    config["rope_max_wavelength"] = theta
-    config["rope_scaling_factor"] = rope.get("factor", 1.0)
+    config.update(read_linear_rope(hf))
     # Hugging Face's Qwen2Config defaults to an untied output embedding.
     config["tie_word_embeddings"] = hf.get("tie_word_embeddings", False)
     window = read_window(hf, config["num_layers"])
@@ -49,8 +44,6 @@ def read_qwen2(hf):
 
 def write_qwen2(config):
     """The `qwen2` config fields of our Qwen 2 arguments."""
-    factor = config["rope_scaling_factor"]
-    kind = "default" if factor == 1.0 else "linear"
     window = (
         config["sliding_window_size"]
         if config["use_sliding_window_attention"]
@@ -58,26 +51,13 @@ def write_qwen2(config):
     )
     return {
         **write_llama_style(config),
-        **write_rope(
-            config["rope_max_wavelength"],
-            kind,
-            {"factor": factor} if kind == "linear" else None,
-        ),
+        **write_linear_rope(config),
         **write_window(window, config["num_layers"], DEFAULT_WINDOW),
         "tie_word_embeddings": config["tie_word_embeddings"],
         "max_position_embeddings": 32768,
     }
 
 
-QWEN2 = register_family(
-    HuggingFaceFamily(
-        model_type="qwen2",
-        backbone="QwenBackbone",
-        architectures=("Qwen2ForCausalLM",),
-        config_from_hf=read_qwen2,
-        config_to_hf=write_qwen2,
-        weights=QWEN_WEIGHTS,
-        ignored_fields=LLAMA_STYLE_IGNORED_FIELDS,
-        ignorable_tensors=LLAMA_STYLE_IGNORABLE,
-    )
+QWEN2 = register_llama_style(
+    "qwen2", "QwenBackbone", read_qwen2, write_qwen2, QWEN_WEIGHTS
 )

@@ -1,16 +1,27 @@
 """Qwen 3 decoder backbone."""
 
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import feedforward_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import plain_rotary_embedding
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.qwen3.qwen3_presets import QWEN3_PRESETS
 
 # keras-hub's Qwen 3 query/key norms keep their layer's default epsilon
 # rather than `layer_norm_epsilon`; checkpoints in that format expect it.
 QUERY_KEY_NORM_EPSILON = 1e-5
+
+
+def qwen3_attention_options(sliding_window_size, query_key_norm_epsilon):
+    """Qwen 3's (and Qwen 3 MoE's) `build_llama_style` attention options.
+
+    Query and key heads are RMS-normalized (epsilon
+    `query_key_norm_epsilon`) before RoPE, as keras-hub; the norm
+    sublayers are named `query_dense_layernorm` and `key_dense_layernorm`.
+    """
+    return {
+        "use_query_key_norm": True,
+        "layer_norm_epsilon": query_key_norm_epsilon,
+        "sliding_window_size": sliding_window_size,
+    }
 
 
 class Qwen3Backbone(Backbone):
@@ -75,16 +86,8 @@ class Qwen3Backbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        return [
-            *token_embedding_rules(
-                "token_embedding/",
-                tied=config.get("tie_word_embeddings", True),
-            ),
-            # The query/key norm scales are (head_dim,): no rule.
-            *attention_rules(block + "self_attention/"),
-            *feedforward_rules(block),
-        ]
+        # The query/key norm scales are (head_dim,): no rule.
+        return llama_style_rules(tied=config.get("tie_word_embeddings", True))
 
     def __init__(
         self,
@@ -104,28 +107,10 @@ class Qwen3Backbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            head_dim=head_dim,
-            rotary_embedding=plain_rotary_embedding(
-                rope_max_wavelength, rope_scaling_factor, dtype
+            locals(),
+            attention_options=qwen3_attention_options(
+                sliding_window_size, QUERY_KEY_NORM_EPSILON
             ),
-            attention_options={
-                # Norm-then-RoPE, as keras-hub; the norm sublayers are named
-                # `query_dense_layernorm` and `key_dense_layernorm`.
-                "use_query_key_norm": True,
-                "layer_norm_epsilon": QUERY_KEY_NORM_EPSILON,
-                "sliding_window_size": sliding_window_size,
-            },
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=tie_word_embeddings,
-            dtype=dtype,
-            **kwargs,
         )

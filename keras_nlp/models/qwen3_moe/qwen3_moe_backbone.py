@@ -1,18 +1,14 @@
 """Qwen 3 MoE decoder backbone: Qwen 3 with sparse mixture-of-experts."""
 
-import keras
-
-from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import sparse_moe_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import plain_rotary_embedding
-from keras_nlp.models.families.moe import dense_feedforward
-from keras_nlp.models.families.moe import mixed_feedforward
+from keras_nlp.models.families.llama import BLOCK
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.families.moe import mixed_feedforward_rules
-from keras_nlp.models.families.moe import sparse_blocks
+from keras_nlp.models.families.moe import qwen_moe_feedforward
+from keras_nlp.models.qwen3.qwen3_backbone import qwen3_attention_options
 from keras_nlp.models.qwen3_moe.qwen3_moe_presets import QWEN3_MOE_PRESETS
 
 MOE_BLOCK = "qwen3_sparse_moe_block"
@@ -102,29 +98,21 @@ class Qwen3MoeBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        rules = [
-            *token_embedding_rules(
-                "token_embedding/",
-                tied=config.get("tie_word_embeddings", False),
+        experts = sparse_moe_rules(
+            BLOCK + MOE_BLOCK + "/", fused_gate_intermediate=True
+        )
+        # The query/key norm scales are (head_dim,): no rule. The presets'
+        # 4 key/value heads do not divide an 8-way model axis: their
+        # kernels then shard hidden over both axes rather than being
+        # replicated (per-device parameters 1.026 -> 1.003 of the ideal
+        # for the 30B on 1x8), for an all-reduce of the small key/value
+        # projections.
+        return llama_style_rules(
+            tied=config.get("tie_word_embeddings", False),
+            feedforward=mixed_feedforward_rules(
+                config, BLOCK, experts, DENSE_BLOCK
             ),
-            # The query/key norm scales are (head_dim,): no rule. The
-            # presets' 4 key/value heads do not divide an 8-way model axis:
-            # their kernels then shard hidden over both axes rather than
-            # being replicated (per-device parameters 1.026 -> 1.003 of
-            # the ideal for the 30B on 1x8), for an all-reduce of the small
-            # key/value projections.
-            *attention_rules(
-                block + "self_attention/", hidden_if_heads_indivisible=True
-            ),
-        ]
-        return rules + mixed_feedforward_rules(
-            config,
-            block,
-            sparse_moe_rules(
-                block + MOE_BLOCK + "/", fused_gate_intermediate=True
-            ),
-            DENSE_BLOCK,
+            hidden_if_heads_indivisible=True,
         )
 
     def __init__(
@@ -152,47 +140,14 @@ class Qwen3MoeBackbone(Backbone):
         mlp_only_layers=None,
         **kwargs,
     ):
-        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
-
-        feedforward = mixed_feedforward(
-            sparse_blocks(num_layers, decoder_sparse_step, mlp_only_layers),
-            sparse_block=lambda: SparseMoE(
-                num_experts=num_experts,
-                intermediate_dim=moe_intermediate_dim,
-                top_k=top_k,
-                normalize_top_k=norm_top_k_prob,
-                fused_gate_intermediate=True,
-                router_aux_loss_coef=router_aux_loss_coefficient,
-                kernel_initializer=kernel_initializer,
-                dtype=dtype,
-                name=MOE_BLOCK,
-            ),
-            dense_block=lambda: dense_feedforward(
-                intermediate_dim, DENSE_BLOCK, kernel_initializer, dtype
-            ),
+        feedforward = qwen_moe_feedforward(
+            locals(), SparseMoE, MOE_BLOCK, DENSE_BLOCK
         )
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            head_dim=head_dim,
-            rotary_embedding=plain_rotary_embedding(
-                rope_max_wavelength, rope_scaling_factor, dtype
+            locals(),
+            attention_options=qwen3_attention_options(
+                sliding_window_size, QUERY_KEY_NORM_EPSILON
             ),
-            attention_options={
-                # Norm-then-RoPE, as keras-hub; the norm sublayers are named
-                # `query_dense_layernorm` and `key_dense_layernorm`.
-                "use_query_key_norm": True,
-                "layer_norm_epsilon": QUERY_KEY_NORM_EPSILON,
-                "sliding_window_size": sliding_window_size,
-            },
             feedforward=feedforward,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=tie_word_embeddings,
-            dtype=dtype,
-            **kwargs,
         )

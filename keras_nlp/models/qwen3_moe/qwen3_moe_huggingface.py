@@ -16,8 +16,7 @@ float32 for weights of usual scale.
 Face's forward returns the router logits (and the load-balancing loss).
 """
 
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
+from keras_nlp.models.llama.llama_huggingface import register_llama_style
 from keras_nlp.models.qwen3.qwen3_huggingface import QWEN3_WEIGHTS
 from keras_nlp.models.qwen3.qwen3_huggingface import read_qwen3
 from keras_nlp.models.qwen3.qwen3_huggingface import write_qwen3
@@ -27,8 +26,6 @@ from keras_nlp.models.qwen_moe.qwen_moe_huggingface import dense_block_weights
 from keras_nlp.models.qwen_moe.qwen_moe_huggingface import expert_weights
 from keras_nlp.models.qwen_moe.qwen_moe_huggingface import read_sparsity
 from keras_nlp.models.qwen_moe.qwen_moe_huggingface import write_sparsity
-from keras_nlp.saving.huggingface import HuggingFaceFamily
-from keras_nlp.saving.huggingface import register_family
 
 
 def _weights(config):
@@ -55,15 +52,6 @@ def _to_hf(config):
     return {**write_qwen3(config), **write_sparsity(config)}
 
 
-QWEN3_MOE = register_family(
-    HuggingFaceFamily(
-        model_type="qwen3_moe",
-        backbone="Qwen3MoeBackbone",
-        architectures=("Qwen3MoeForCausalLM",),
-        config_from_hf=_from_hf,
-        config_to_hf=_to_hf,
-        weights=_weights,
-        ignored_fields=(*LLAMA_STYLE_IGNORED_FIELDS, "output_router_logits"),
-        ignorable_tensors=LLAMA_STYLE_IGNORABLE,
-    )
+QWEN3_MOE = register_llama_style(
+    "qwen3_moe", "Qwen3MoeBackbone", _from_hf, _to_hf, _weights, moe=True
 )

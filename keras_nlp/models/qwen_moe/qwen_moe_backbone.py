@@ -1,19 +1,15 @@
 """Qwen 1.5 MoE decoder backbone: Qwen 2 with shared-expert MoE blocks."""
 
-import keras
-
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.shared_expert_moe import SharedExpertSparseMoE
 from keras_nlp.layers.shared_expert_moe import shared_expert_moe_rules
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.construction import check_no_router_logits
-from keras_nlp.models.families.llama import build_llama_style
-from keras_nlp.models.families.llama import plain_rotary_embedding
-from keras_nlp.models.families.moe import dense_feedforward
-from keras_nlp.models.families.moe import mixed_feedforward
+from keras_nlp.models.families.llama import BLOCK
+from keras_nlp.models.families.llama import build_llama_style_from
+from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.families.moe import mixed_feedforward_rules
-from keras_nlp.models.families.moe import sparse_blocks
+from keras_nlp.models.families.moe import qwen_moe_feedforward
+from keras_nlp.models.qwen.qwen_backbone import qwen_attention_options
 from keras_nlp.models.qwen_moe.qwen_moe_presets import QWEN_MOE_PRESETS
 
 MOE_BLOCK = "qwen_sparse_moe_block"
@@ -108,21 +104,15 @@ class QwenMoeBackbone(Backbone):
 
     @staticmethod
     def _layout_rules(config):
-        block = r"transformer_layer_\d+/"
-        rules = [
-            *token_embedding_rules(
-                "token_embedding/",
-                tied=config.get("tie_word_embeddings", False),
+        experts = shared_expert_moe_rules(
+            BLOCK + MOE_BLOCK + "/", fused_gate_intermediate=True
+        )
+        return llama_style_rules(
+            tied=config.get("tie_word_embeddings", False),
+            feedforward=mixed_feedforward_rules(
+                config, BLOCK, experts, DENSE_BLOCK
             ),
-            *attention_rules(block + "self_attention/", use_bias=True),
-        ]
-        return rules + mixed_feedforward_rules(
-            config,
-            block,
-            shared_expert_moe_rules(
-                block + MOE_BLOCK + "/", fused_gate_intermediate=True
-            ),
-            DENSE_BLOCK,
+            use_bias=True,
         )
 
     def __init__(
@@ -158,48 +148,18 @@ class QwenMoeBackbone(Backbone):
             output_router_logits,
             "router_aux_loss_coefficient",
         )
-        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
-
-        feedforward = mixed_feedforward(
-            sparse_blocks(num_layers, decoder_sparse_step, mlp_only_layers),
-            sparse_block=lambda: SharedExpertSparseMoE(
-                num_experts=num_experts,
-                intermediate_dim=moe_intermediate_dim,
-                shared_intermediate_dim=shared_expert_intermediate_dim,
-                top_k=top_k,
-                normalize_top_k=norm_top_k_prob,
-                fused_gate_intermediate=True,
-                router_aux_loss_coef=router_aux_loss_coefficient,
-                kernel_initializer=kernel_initializer,
-                dtype=dtype,
-                name=MOE_BLOCK,
-            ),
-            dense_block=lambda: dense_feedforward(
-                intermediate_dim, DENSE_BLOCK, kernel_initializer, dtype
-            ),
+        feedforward = qwen_moe_feedforward(
+            locals(),
+            SharedExpertSparseMoE,
+            MOE_BLOCK,
+            DENSE_BLOCK,
+            shared_intermediate_dim=shared_expert_intermediate_dim,
         )
-        build_llama_style(
+        build_llama_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            hidden_dim=hidden_dim,
-            num_query_heads=num_query_heads,
-            num_key_value_heads=num_key_value_heads,
-            rotary_embedding=plain_rotary_embedding(
-                rope_max_wavelength, rope_scaling_factor, dtype
+            locals(),
+            attention_options=qwen_attention_options(
+                use_sliding_window_attention, sliding_window_size
             ),
-            attention_options={
-                "use_bias": True,
-                "sliding_window_size": (
-                    sliding_window_size
-                    if use_sliding_window_attention
-                    else None
-                ),
-            },
             feedforward=feedforward,
-            layer_norm_epsilon=layer_norm_epsilon,
-            dropout=dropout,
-            tie_word_embeddings=tie_word_embeddings,
-            dtype=dtype,
-            **kwargs,
         )

@@ -15,17 +15,14 @@ any hidden state; ours adds that loss in training, weighted by
 `router_aux_loss_coefficient`.
 """
 
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
-from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORED_FIELDS
+from keras_nlp.models.llama.llama_huggingface import register_llama_style
 from keras_nlp.models.qwen.qwen_huggingface import QWEN_WEIGHTS
 from keras_nlp.models.qwen.qwen_huggingface import read_qwen2
 from keras_nlp.models.qwen.qwen_huggingface import write_qwen2
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import DENSE_BLOCK
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import MOE_BLOCK
 from keras_nlp.saving.huggingface import KERNEL
-from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
-from keras_nlp.saving.huggingface import register_family
 
 _LAYER = "model.layers.{i}."
 _SWIGLU = (
@@ -159,15 +156,6 @@ def _to_hf(config):
     }
 
 
-QWEN2_MOE = register_family(
-    HuggingFaceFamily(
-        model_type="qwen2_moe",
-        backbone="QwenMoeBackbone",
-        architectures=("Qwen2MoeForCausalLM",),
-        config_from_hf=_from_hf,
-        config_to_hf=_to_hf,
-        weights=_weights,
-        ignored_fields=(*LLAMA_STYLE_IGNORED_FIELDS, "output_router_logits"),
-        ignorable_tensors=LLAMA_STYLE_IGNORABLE,
-    )
+QWEN2_MOE = register_llama_style(
+    "qwen2_moe", "QwenMoeBackbone", _from_hf, _to_hf, _weights, moe=True
 )

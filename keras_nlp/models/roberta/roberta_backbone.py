@@ -1,10 +1,8 @@
 """RoBERTa encoder backbone."""
 
-import keras
-
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.families.bert import bert_style_rules
-from keras_nlp.models.families.bert import build_bert_style
+from keras_nlp.models.families.bert import build_bert_style_from
 from keras_nlp.models.roberta.roberta_presets import ROBERTA_PRESETS
 
 
@@ -83,20 +81,11 @@ class RobertaBackbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        build_bert_style(
+        build_bert_style_from(
             self,
-            vocabulary_size=vocabulary_size,
-            num_layers=num_layers,
-            num_heads=num_heads,
-            hidden_dim=hidden_dim,
-            intermediate_dim=intermediate_dim,
-            dropout=dropout,
-            max_sequence_length=max_sequence_length,
+            locals(),
             activation="gelu",
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
             layer_norm_epsilon=1e-5,
             embeddings_layer="embeddings",
             pooled=False,
-            dtype=dtype,
-            **kwargs,
         )

@@ -93,17 +93,23 @@ def roberta_style_ignorable(prefix):
     )
 
 
-ROBERTA = register_family(
-    HuggingFaceFamily(
-        model_type="roberta",
-        backbone="RobertaBackbone",
-        architectures=("RobertaModel",),
-        config_from_hf=read_roberta_style,
-        config_to_hf=write_roberta_style,
-        weights=roberta_style_weights("roberta."),
-        ignored_fields=ENCODER_IGNORED_FIELDS,
-        ignorable_tensors=roberta_style_ignorable(r"roberta\."),
-        base_prefix="roberta.",
-        old_names=LAYER_NORM_OLD_NAMES,
+def register_roberta_style(model_type, backbone, architecture):
+    """Registers a family of RoBERTa's config fields and tensor names (under
+    `roberta.`); returns its `HuggingFaceFamily`."""
+    return register_family(
+        HuggingFaceFamily(
+            model_type=model_type,
+            backbone=backbone,
+            architectures=(architecture,),
+            config_from_hf=read_roberta_style,
+            config_to_hf=write_roberta_style,
+            weights=roberta_style_weights("roberta."),
+            ignored_fields=ENCODER_IGNORED_FIELDS,
+            ignorable_tensors=roberta_style_ignorable(r"roberta\."),
+            base_prefix="roberta.",
+            old_names=LAYER_NORM_OLD_NAMES,
+        )
     )
-)
+
+
+ROBERTA = register_roberta_style("roberta", "RobertaBackbone", "RobertaModel")

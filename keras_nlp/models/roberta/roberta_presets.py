@@ -6,17 +6,13 @@ positions, no segments, 64-wide heads and a feed-forward four times the
 hidden width.
 """
 
+import functools
 
-def _roberta(num_layers, num_heads, hidden_dim):
-    return {
-        "vocabulary_size": 50265,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "dropout": 0.1,
-        "max_sequence_length": 512,
-    }
+from keras_nlp.models.families.presets import preset_config
+
+_roberta = functools.partial(
+    preset_config, vocabulary_size=50265, max_sequence_length=512
+)
 
 
 ROBERTA_PRESETS = {

@@ -9,6 +9,7 @@ from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_dropout_rate
 from keras_nlp.models.functional import init_functional
 from keras_nlp.models.t5.t5_layers import OUTPUT_PROJECTION_DIMS
 from keras_nlp.models.t5.t5_layers import PROJECTION_DIMS
@@ -183,10 +184,7 @@ class T5Backbone(Backbone):
         dtype=None,
         **kwargs,
     ):
-        if not 0 <= dropout < 1:
-            raise ValueError(
-                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
-            )
+        check_dropout_rate(dropout)
         self.token_embedding = token_embedding(
             vocabulary_size,
             hidden_dim,

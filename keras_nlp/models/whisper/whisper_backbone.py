@@ -7,11 +7,6 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
-from keras_nlp.layers.cross_attention_decoder_block import (
-    CrossAttentionDecoderBlock,
-)
-from keras_nlp.layers.layout_rules import attention_rules
-from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import position_embedding_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
@@ -21,13 +16,11 @@ from keras_nlp.layers.token_and_position_embedding import (
 )
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.construction import check_heads_divide
-from keras_nlp.models.families.bert import encoder_block
-from keras_nlp.models.families.bert import encoder_block_rules
-from keras_nlp.models.functional import init_functional
+from keras_nlp.models.families.seq2seq import init_seq2seq_graph
+from keras_nlp.models.families.seq2seq import seq2seq_block_rules
+from keras_nlp.models.families.seq2seq import seq2seq_blocks
 from keras_nlp.models.whisper.whisper_presets import WHISPER_PRESETS
 
-ENCODER_BLOCK = r"transformer_encoder_layer_\d+/"
-DECODER_BLOCK = r"transformer_decoder_layer_\d+/"
 DECODER_EMBEDDINGS = "decoder_token_and_position_embedding/"
 CONV = "encoder_token_embedding_conv_layer_{}"
 # The front end's Conv1D kernels: (window, mels, filters) and
@@ -140,13 +133,7 @@ class WhisperBackbone(Backbone):
                 CONV_2_DIMS,
                 {"filters": MODEL, "channels": DATA},
             ),
-            *encoder_block_rules(ENCODER_BLOCK),
-            *attention_rules(
-                DECODER_BLOCK + "(self_attention|cross_attention)/",
-                use_bias=True,
-                hidden_if_heads_indivisible=True,
-            ),
-            *feedforward_rules(DECODER_BLOCK, gated=False),
+            *seq2seq_block_rules(),
         ]
 
     def __init__(
@@ -165,24 +152,21 @@ class WhisperBackbone(Backbone):
     ):
         check_heads_divide(hidden_dim, num_heads)
         initializer = keras.initializers.TruncatedNormal(stddev=0.02)
-        block_options = dict(
+        blocks = dict(
+            num_layers=num_layers,
             num_heads=num_heads,
             hidden_dim=hidden_dim,
             intermediate_dim=intermediate_dim,
-            activation="gelu",
             dropout=dropout,
-            layer_norm_epsilon=1e-5,
+            initializer=initializer,
             dtype=dtype,
+            # Pre-norm, and no bias on the attention keys.
+            normalize_first=True,
+            use_key_bias=False,
         )
-        self._add_encoder_layers(
-            num_layers, max_encoder_sequence_length, initializer, block_options
-        )
+        self._add_encoder_layers(max_encoder_sequence_length, blocks)
         self._add_decoder_layers(
-            num_layers,
-            vocabulary_size,
-            max_decoder_sequence_length,
-            initializer,
-            block_options,
+            vocabulary_size, max_decoder_sequence_length, blocks
         )
         inputs = {
             "encoder_features": keras.Input(
@@ -205,38 +189,27 @@ class WhisperBackbone(Backbone):
         )
         for block in self.encoder_transformer_layers:
             x = block(x)
-        encoder_output = self.encoder_layer_norm(x)
-        x = self.decoder_embeddings_dropout(
-            self.decoder_embeddings(inputs["decoder_token_ids"])
-        )
-        for block in self.decoder_transformer_layers:
-            x = block(
-                x,
-                encoder_output,
-                decoder_padding_mask=inputs["decoder_padding_mask"],
-            )
-        init_functional(
+        init_seq2seq_graph(
             self,
-            inputs=inputs,
-            outputs={
-                "encoder_sequence_output": encoder_output,
-                "decoder_sequence_output": self.decoder_layer_norm(x),
-            },
+            inputs,
+            encoder_output=self.encoder_layer_norm(x),
+            decoder_input=self.decoder_embeddings_dropout(
+                self.decoder_embeddings(inputs["decoder_token_ids"])
+            ),
+            final_norm=self.decoder_layer_norm,
             dtype=dtype,
             **kwargs,
         )
 
-    def _add_encoder_layers(
-        self, num_layers, max_sequence_length, initializer, block_options
-    ):
+    def _add_encoder_layers(self, max_sequence_length, blocks):
         """Adds the audio encoder's layers: convolutions, fixed positions,
         pre-norm blocks without key biases and a final LayerNorm.
 
-        `block_options` (`encoder_block`'s arguments) also give the width,
-        the dropout rate and the dtype of the other layers.
+        `blocks` (`seq2seq_blocks`'s arguments) also give the width, the
+        dropout rate and the dtype of the other layers.
         """
-        hidden_dim = block_options["hidden_dim"]
-        dtype = block_options["dtype"]
+        hidden_dim = blocks["hidden_dim"]
+        dtype = blocks["dtype"]
         self.encoder_conv_layers = [
             declare_dims(
                 keras.layers.Conv1D(
@@ -267,63 +240,36 @@ class WhisperBackbone(Backbone):
             name="encoder_position_embedding",
         )
         self.encoder_embeddings_dropout = keras.layers.Dropout(
-            block_options["dropout"],
+            blocks["dropout"],
             dtype=dtype,
             name="encoder_embeddings_dropout",
         )
-        self.encoder_transformer_layers = [
-            encoder_block(
-                f"transformer_encoder_layer_{i}",
-                initializer=initializer,
-                normalize_first=True,
-                use_key_bias=False,
-                **block_options,
-            )
-            for i in range(num_layers)
-        ]
+        self.encoder_transformer_layers = seq2seq_blocks("encoder", **blocks)
         self.encoder_layer_norm = keras.layers.LayerNormalization(
             epsilon=1e-5, dtype=dtype, name="encoder_layer_norm"
         )
 
-    def _add_decoder_layers(
-        self,
-        num_layers,
-        vocabulary_size,
-        max_sequence_length,
-        initializer,
-        block_options,
-    ):
+    def _add_decoder_layers(self, vocabulary_size, max_sequence_length, blocks):
         """Adds the text decoder's layers: token and learned position
-        tables, pre-norm blocks with cross-attention and a final LayerNorm.
-
-        `block_options` are `CrossAttentionDecoderBlock`'s arguments, as in
-        `_add_encoder_layers`.
+        tables, pre-norm blocks with cross-attention and a final LayerNorm,
+        from `blocks` as in `_add_encoder_layers`.
         """
-        dtype = block_options["dtype"]
+        dtype = blocks["dtype"]
         self.decoder_embeddings = TokenAndPositionEmbedding(
             vocabulary_size=vocabulary_size,
             sequence_length=max_sequence_length,
-            embedding_dim=block_options["hidden_dim"],
-            embeddings_initializer=initializer,
+            embedding_dim=blocks["hidden_dim"],
+            embeddings_initializer=blocks["initializer"],
             dtype=dtype,
             name=DECODER_EMBEDDINGS[:-1],
         )
         self.token_embedding = self.decoder_embeddings.token_embedding
         self.decoder_embeddings_dropout = keras.layers.Dropout(
-            block_options["dropout"],
+            blocks["dropout"],
             dtype=dtype,
             name="decoder_embeddings_dropout",
         )
-        self.decoder_transformer_layers = [
-            CrossAttentionDecoderBlock(
-                normalize_first=True,
-                use_key_bias=False,
-                kernel_initializer=initializer,
-                name=f"transformer_decoder_layer_{i}",
-                **block_options,
-            )
-            for i in range(num_layers)
-        ]
+        self.decoder_transformer_layers = seq2seq_blocks("decoder", **blocks)
         self.decoder_layer_norm = keras.layers.LayerNormalization(
             epsilon=1e-5, dtype=dtype, name="decoder_layer_norm"
         )

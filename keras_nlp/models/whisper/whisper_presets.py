@@ -6,22 +6,21 @@ frames (1500 after the strided convolution), 448 decoder positions,
 checkpoints have 51864 tokens (8 x 6483), multilingual ones 51865 (odd).
 """
 
+import functools
+
+from keras_nlp.models.families.presets import preset_config
+
 ENGLISH_VOCABULARY = 51864
 MULTILINGUAL_VOCABULARY = 51865
 
 
-def _whisper(num_layers, num_heads, hidden_dim, vocabulary_size):
-    return {
-        "vocabulary_size": vocabulary_size,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "num_mels": 80,
-        "dropout": 0.0,
-        "max_encoder_sequence_length": 3000,
-        "max_decoder_sequence_length": 448,
-    }
+_whisper = functools.partial(
+    preset_config,
+    dropout=0.0,
+    num_mels=80,
+    max_encoder_sequence_length=3000,
+    max_decoder_sequence_length=448,
+)
 
 
 # name -> (num_layers, num_heads, hidden_dim).
@@ -35,17 +34,19 @@ _SIZES = {
 
 WHISPER_PRESETS = {
     **{
-        f"whisper_{size}_en": _whisper(*_SIZES[size], ENGLISH_VOCABULARY)
+        f"whisper_{size}_en": _whisper(
+            *_SIZES[size], vocabulary_size=ENGLISH_VOCABULARY
+        )
         for size in ("tiny", "base", "small", "medium")
     },
     **{
         f"whisper_{size}_multi": _whisper(
-            *_SIZES[size], MULTILINGUAL_VOCABULARY
+            *_SIZES[size], vocabulary_size=MULTILINGUAL_VOCABULARY
         )
         for size in ("tiny", "base", "small", "medium", "large")
     },
     # large-v2: more training, the same architecture.
     "whisper_large_multi_v2": _whisper(
-        *_SIZES["large"], MULTILINGUAL_VOCABULARY
+        *_SIZES["large"], vocabulary_size=MULTILINGUAL_VOCABULARY
     ),
 }

@@ -5,17 +5,13 @@ SentencePiece vocabulary, which divides only by 2: on a 4- or 8-way model
 axis the token table shards its hidden dimension instead.
 """
 
+import functools
 
-def _xlm_roberta(num_layers, num_heads, hidden_dim):
-    return {
-        "vocabulary_size": 250002,
-        "num_layers": num_layers,
-        "num_heads": num_heads,
-        "hidden_dim": hidden_dim,
-        "intermediate_dim": 4 * hidden_dim,
-        "dropout": 0.1,
-        "max_sequence_length": 512,
-    }
+from keras_nlp.models.families.presets import preset_config
+
+_xlm_roberta = functools.partial(
+    preset_config, vocabulary_size=250002, max_sequence_length=512
+)
 
 
 XLM_ROBERTA_PRESETS = {

@@ -9,6 +9,7 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.construction import check_dropout_rate
 from keras_nlp.models.construction import check_heads_divide
 from keras_nlp.models.functional import init_functional
 from keras_nlp.models.xlnet.xlnet_layers import HEAD_BIAS_DIMS
@@ -142,10 +143,7 @@ class XLNetBackbone(Backbone):
         **kwargs,
     ):
         check_heads_divide(hidden_dim, num_heads)
-        if not 0 <= dropout < 1:
-            raise ValueError(
-                f"`dropout` must be in [0, 1). Received: dropout={dropout!r}."
-            )
+        check_dropout_rate(dropout)
         initializer = keras.initializers.TruncatedNormal(
             stddev=kernel_initializer_range
         )

@@ -38,6 +38,7 @@ from keras_nlp.saving.huggingface.mxfp4 import Mxfp4
 from keras_nlp.saving.huggingface.mxfp4 import dequantize_mxfp4
 from keras_nlp.saving.huggingface.tensor_table import StoredTensor
 from keras_nlp.saving.huggingface.tensor_table import Weight
+from keras_nlp.saving.huggingface.tensor_table import attention_rows
 from keras_nlp.saving.huggingface.tensor_table import bind
 from keras_nlp.saving.huggingface.tensor_table import layer_norm_rows
 from keras_nlp.saving.huggingface.tensor_table import linear_rows
@@ -62,6 +63,7 @@ __all__ = [
     "StoredTensor",
     "Transpose",
     "Weight",
+    "attention_rows",
     "bind",
     "dequantize_mxfp4",
     "layer_norm_rows",

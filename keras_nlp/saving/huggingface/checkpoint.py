@@ -12,20 +12,17 @@ load touched leave the process with each tensor.
 
 import contextlib
 import os
-import re
 
 import ml_dtypes  # noqa: F401 (lets safetensors return bfloat16 arrays)
 import numpy as np
 
 from keras_nlp.saving.preset_files import CONFIG_FILE
 from keras_nlp.saving.preset_files import METADATA_FILE
+from keras_nlp.saving.preset_files import SAFETENSORS_FILE
+from keras_nlp.saving.preset_files import SAFETENSORS_INDEX
 from keras_nlp.saving.preset_files import PresetError
 from keras_nlp.saving.preset_files import check_file_name
 from keras_nlp.saving.preset_files import open_preset_directory
-
-SAFETENSORS_FILE = "model.safetensors"
-SAFETENSORS_INDEX = "model.safetensors.index.json"
-SAFETENSORS_SHARD = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
 
 # safetensors dtype codes <-> Keras dtype names.
 DTYPES = {

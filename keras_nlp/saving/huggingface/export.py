@@ -14,6 +14,7 @@ import struct
 
 import numpy as np
 
+from keras_nlp.distribution.lora_adapters import LORA_ADAPTERS
 from keras_nlp.saving.huggingface.checkpoint import CODES
 from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_FILE
 from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_INDEX
@@ -24,8 +25,6 @@ from keras_nlp.saving.preset_files import write_json
 from keras_nlp.saving.weight_transfer import dtype_name
 from keras_nlp.saving.weight_transfer import host_pieces
 from keras_nlp.saving.weight_transfer import numpy_dtype
-
-_LORA_VARIABLES = ("lora_kernel_a", "lora_kernel_b")
 
 
 class _Tensor:
@@ -48,7 +47,7 @@ class _Tensor:
 
 def _plan_tensors(backbone, family):
     config = backbone.get_config()
-    variables = [v for v in backbone.weights if v.name not in _LORA_VARIABLES]
+    variables = [v for v in backbone.weights if v.name not in LORA_ADAPTERS]
     bindings, unmatched = bind(
         family.table(config), [(v.path, v.shape) for v in variables]
     )

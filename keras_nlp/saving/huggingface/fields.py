@@ -21,6 +21,47 @@ ROPE_KEYS = {
 }
 
 
+def read_sizes(hf, grouped=False):
+    """The sizes most families spell alike, as our arguments.
+
+    All are required but `num_key_value_heads`: `vocabulary_size`,
+    `num_layers`, `hidden_dim`, `intermediate_dim`, and the heads:
+    `num_heads`, or with `grouped` `num_query_heads` and
+    `num_key_value_heads` (absent: one per query head).
+    """
+    heads = hf.require("num_attention_heads")
+    sizes = {
+        "vocabulary_size": hf.require("vocab_size"),
+        "num_layers": hf.require("num_hidden_layers"),
+        "hidden_dim": hf.require("hidden_size"),
+        "intermediate_dim": hf.require("intermediate_size"),
+    }
+    if not grouped:
+        return {**sizes, "num_heads": heads}
+    return {
+        **sizes,
+        "num_query_heads": heads,
+        "num_key_value_heads": hf.get("num_key_value_heads", heads),
+    }
+
+
+def write_sizes(config, grouped=False):
+    """`config.json` fields of what `read_sizes` reads."""
+    fields = {
+        "vocab_size": config["vocabulary_size"],
+        "num_hidden_layers": config["num_layers"],
+        "hidden_size": config["hidden_dim"],
+        "intermediate_size": config["intermediate_dim"],
+    }
+    if not grouped:
+        return {**fields, "num_attention_heads": config["num_heads"]}
+    return {
+        **fields,
+        "num_attention_heads": config["num_query_heads"],
+        "num_key_value_heads": config["num_key_value_heads"],
+    }
+
+
 def read_rope(hf, supported=("default", "linear"), default_theta=10000.0):
     """Reads the RoPE fields of a config.
 
@@ -83,6 +124,35 @@ def write_rope(theta, kind="default", parameters=None):
     if kind != "default":
         fields["rope_scaling"] = {"rope_type": kind, **(parameters or {})}
     return fields
+
+
+def read_linear_rope(hf):
+    """`rope_max_wavelength` and `rope_scaling_factor` (1 when unscaled)
+    from a config's default or linear RoPE."""
+    theta, _, rope = read_rope(hf, ("default", "linear"))
+    return {
+        "rope_max_wavelength": theta,
+        "rope_scaling_factor": rope.get("factor", 1.0),
+    }
+
+
+def write_linear_rope(config):
+    """`config.json` fields of what `read_linear_rope` reads."""
+    factor = config["rope_scaling_factor"]
+    if factor == 1.0:
+        return write_rope(config["rope_max_wavelength"])
+    return write_rope(
+        config["rope_max_wavelength"], "linear", {"factor": factor}
+    )
+
+
+def write_head_dim(config):
+    """`head_dim`: the backbone's, or `hidden_dim // num_query_heads` where
+    it has none."""
+    head_dim = config["head_dim"]
+    if head_dim is None:
+        return config["hidden_dim"] // config["num_query_heads"]
+    return head_dim
 
 
 LAYER_TYPES = ("sliding_attention", "full_attention")

@@ -17,6 +17,9 @@ import string
 
 import numpy as np
 
+from keras_nlp.saving.huggingface.conversions import HEADS_BIAS
+from keras_nlp.saving.huggingface.conversions import HEADS_KERNEL
+from keras_nlp.saving.huggingface.conversions import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface.conversions import KERNEL
 
 _FIELD = re.compile(r"\{(\w+)\}")
@@ -355,6 +358,40 @@ def linear_rows(ours, theirs, kernel_ops=KERNEL, bias_ops=()):
         Weight(f"{ours}/kernel", f"{theirs}.weight", kernel_ops),
         Weight(f"{ours}/bias", f"{theirs}.bias", bias_ops),
     ]
+
+
+def attention_rows(
+    ours, theirs, output="o_proj", kernel_ops=HEADS_KERNEL, use_bias=False
+):
+    """The rows of an attention's projections.
+
+    `<ours>/{query,key,value}/kernel` are `<theirs>.{q,k,v}_proj.weight`
+    (through `kernel_ops`) and `<ours>/attention_output/kernel` is
+    `<theirs>.<output>.weight` (`HEADS_OUTPUT_KERNEL`). With `use_bias`,
+    each kernel's row is followed by its bias's (`HEADS_BIAS` for the
+    query, key and value).
+    """
+    projections = [
+        (f"{ours}/{name}", f"{theirs}.{proj}_proj", kernel_ops, HEADS_BIAS)
+        for name, proj in (("query", "q"), ("key", "k"), ("value", "v"))
+    ]
+    projections.append(
+        (
+            f"{ours}/attention_output",
+            f"{theirs}.{output}",
+            HEADS_OUTPUT_KERNEL,
+            (),
+        )
+    )
+    rows = []
+    for our_name, their_name, ops, bias_ops in projections:
+        if use_bias:
+            rows += linear_rows(our_name, their_name, ops, bias_ops)
+        else:
+            rows.append(
+                Weight(f"{our_name}/kernel", f"{their_name}.weight", ops)
+            )
+    return rows
 
 
 def layer_norm_rows(ours, theirs):
