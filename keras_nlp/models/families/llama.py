@@ -17,6 +17,7 @@ from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
+from keras_nlp.models.construction import builder_from
 from keras_nlp.models.decoder import init_decoder_graph
 
 # The constructor arguments that `build_llama_style_from` passes on as
@@ -189,18 +190,15 @@ def build_llama_style_from(backbone, arguments, **options):
         **options: the member's own `build_llama_style` arguments
             (`rotary_embedding`, `attention_options`, `feedforward`, ...).
     """
-    shared = {
-        name: arguments[name] for name in SHARED_ARGUMENTS if name in arguments
-    }
     if "feedforward" not in options:
-        shared["intermediate_dim"] = arguments["intermediate_dim"]
+        options["intermediate_dim"] = arguments["intermediate_dim"]
     if "rotary_embedding" not in options:
-        shared["rotary_embedding"] = plain_rotary_embedding(
+        options["rotary_embedding"] = plain_rotary_embedding(
             arguments["rope_max_wavelength"],
             arguments["rope_scaling_factor"],
             arguments["dtype"],
         )
-    build_llama_style(backbone, **shared, **options, **arguments["kwargs"])
+    _build_from_arguments(backbone, arguments, **options)
 
 
 def llama_style_rules(
@@ -219,3 +217,6 @@ def llama_style_rules(
         *attention_rules(BLOCK + attention + "/", **attention_options),
         *(feedforward_rules(BLOCK) if feedforward is None else feedforward),
     ]
+
+
+_build_from_arguments = builder_from(build_llama_style, SHARED_ARGUMENTS)
