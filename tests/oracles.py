@@ -98,8 +98,12 @@ def save(name, arrays, versions):
     VERSIONS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
 
 
-def assert_oracle_unchanged(name, arrays, atol=1e-6):
+def assert_oracle_unchanged(name, arrays, atol=1e-5):
     """Live oracle outputs equal the stored ones (same oracle numbers).
+
+    Within float32 rounding: XLA compiles for the CPU it runs on, and the
+    same oracle gave differences up to 5.5e-6 on a CPU with AVX-512 and
+    AMX. A changed oracle differs by far more.
 
     Fails with the stored and installed versions when they differ, and
     the command that rewrites the data.

@@ -421,11 +421,24 @@ class CausalLM(GenerationMixin, keras.Model):
     def save_to_preset(self, preset_dir, **kwargs):
         """Saves the backbone (see `Backbone.save_to_preset`) and tokenizer.
 
+        With `format="huggingface"`, `config.json` holds the tokenizer's
+        BOS, EOS and PAD ids.
+
         Args:
             preset_dir: the directory.
             **kwargs: forwarded to the backbone's `save_to_preset`
                 (`format=`, `max_shard_size=`).
         """
+        if self.tokenizer is not None and kwargs.get("format") == "huggingface":
+            eos = list(self.tokenizer.eos_token_ids)
+            kwargs.setdefault(
+                "token_ids",
+                {
+                    "bos_token_id": self.tokenizer.bos_token_id,
+                    "eos_token_id": eos[0] if len(eos) == 1 else eos or None,
+                    "pad_token_id": self.tokenizer.pad_token_id,
+                },
+            )
         self.backbone.save_to_preset(preset_dir, **kwargs)
         if self.tokenizer is not None:
             self.tokenizer.save_to_preset(preset_dir)

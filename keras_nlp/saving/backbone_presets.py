@@ -240,7 +240,9 @@ class PresetMixin:
                 owner, config, directory, verbose, allow_nonfinite
             )
 
-    def save_to_preset(self, preset_dir, max_shard_size=10, format="keras"):
+    def save_to_preset(
+        self, preset_dir, max_shard_size=10, format="keras", *, token_ids=None
+    ):
         """Saves the backbone as a preset directory.
 
         In keras-hub's format (`format="keras"`, the default) or as a
@@ -280,6 +282,12 @@ class PresetMixin:
                 `model_00001.weights.h5`, ... of at most this size each
                 (Hugging Face: the safetensors files above).
             format: `"keras"` (default) or `"huggingface"`.
+            token_ids: dict of `bos_token_id`, `eos_token_id` and
+                `pad_token_id` for a Hugging Face `config.json` (a
+                `CausalLM` passes its tokenizer's), or None: those the
+                backbone was loaded with, if any. Ids outside the
+                vocabulary are written as null. `format="huggingface"`
+                only.
 
         Raises:
             ValueError: a bad `max_shard_size` or `format`, a backbone with
@@ -323,6 +331,12 @@ class PresetMixin:
                 f"'huggingface' (a Hugging Face checkpoint). Received: "
                 f"format={format!r}."
             )
+        if token_ids is not None and format != "huggingface":
+            raise ValueError(
+                "token_ids are written into a Hugging Face config.json; "
+                "pass format='huggingface' (a keras preset keeps them in "
+                "its tokenizer files)."
+            )
         if format == "huggingface":
             # Fails before anything is written for a class with no family.
             from keras_nlp.saving.huggingface.family import family_for_backbone
@@ -333,7 +347,12 @@ class PresetMixin:
         ) as staging:
             # Every process takes part in the gathers; process 0 writes.
             if format == "huggingface":
-                write_huggingface(self, staging, max_shard_size=max_shard_size)
+                write_huggingface(
+                    self,
+                    staging,
+                    max_shard_size=max_shard_size,
+                    token_ids=token_ids,
+                )
             else:
                 write_weights(self, staging, max_shard_size=max_shard_size)
                 if staging is not None:

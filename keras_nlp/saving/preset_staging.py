@@ -8,9 +8,11 @@ previous preset as it was. A lock file beside the target (`.NAME.lock`, an
 `flock` that the kernel releases if the process dies) makes a second,
 concurrent save fail at once with `PresetBusyError`. Files of the old
 directory that are not the backbone's (a tokenizer, a README) are carried
-over as hard links, or copies where links are not supported. Nothing is
-written through a symbolic link: the target may not be one, and every file
-is created exclusively in the fresh directory.
+over as hard links, or copies where links are not supported, each entry
+opened relative to its folder's descriptor and never through a link (a
+link is carried as a link, unread). Nothing is written through a symbolic
+link: the target may not be one, and every file is created exclusively in
+the fresh directory.
 """
 
 import contextlib
@@ -20,6 +22,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 
 from keras_nlp.saving.preset_files import CONFIG_FILE
 from keras_nlp.saving.preset_files import METADATA_FILE
@@ -51,6 +54,21 @@ BACKBONE_FILES = (
 )
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_DIRECTORY_FLAGS = (
+    os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW | _CLOEXEC
+)
+_HAVE_DIR_FD = (
+    bool(_NOFOLLOW)
+    and os.open in os.supports_dir_fd
+    and os.link in os.supports_dir_fd
+    and os.mkdir in os.supports_dir_fd
+    and os.readlink in os.supports_dir_fd
+    and os.symlink in os.supports_dir_fd
+    and os.scandir in os.supports_fd
+    and os.chmod in os.supports_fd
+    and os.utime in os.supports_fd
+)
 
 
 class PresetBusyError(RuntimeError):
@@ -108,8 +126,113 @@ def _swap_in(staging, target, parent, name):
     return old
 
 
-def _carry_over(source, destination, keep=None):
-    """Links (or copies) the entries of `source` that `keep` accepts."""
+def _carry_over(target, staging, keep):
+    """Carries the entries of the old preset `target` that `keep` accepts
+    into `staging`: hard links where possible, else copies.
+
+    Every entry is opened relative to its folder's descriptor and never
+    through a symbolic link: a link is carried as a link (nothing is read
+    through it), and a folder swapped for a link meanwhile fails the save
+    instead of bringing outside files in.
+    """
+    if not _HAVE_DIR_FD:
+        _carry_over_paths(target, staging, keep)
+        return
+    try:
+        source = os.open(target, _DIRECTORY_FLAGS)
+    except OSError as error:
+        raise os_error_naming(error, target) from error
+    try:
+        destination = os.open(staging, _DIRECTORY_FLAGS)
+        try:
+            _carry_over_fds(source, destination, target, keep)
+        finally:
+            os.close(destination)
+    finally:
+        os.close(source)
+
+
+def _carry_over_fds(source, destination, where, keep=None):
+    with os.scandir(source) as entries:
+        names = [entry.name for entry in entries]
+    for name in names:
+        if keep is not None and not keep(name):
+            continue
+        path = os.path.join(where, name)
+        try:
+            _carry_entry(source, destination, name, path)
+        except OSError as error:
+            named = error.filename
+            if isinstance(named, str) and (
+                named == path or named.startswith(path + os.sep)
+            ):
+                raise
+            raise os_error_naming(error, path) from error
+
+
+def _carry_entry(source, destination, name, path):
+    mode = os.stat(name, dir_fd=source, follow_symlinks=False).st_mode
+    if stat.S_ISDIR(mode):
+        folder = os.open(name, _DIRECTORY_FLAGS, dir_fd=source)
+        try:
+            os.mkdir(name, 0o700, dir_fd=destination)
+            copy = os.open(name, _DIRECTORY_FLAGS, dir_fd=destination)
+            try:
+                _carry_over_fds(folder, copy, path)
+                _copy_stat(os.fstat(folder), copy)
+            finally:
+                os.close(copy)
+        finally:
+            os.close(folder)
+        return
+    try:
+        # A link is carried as a link: nothing is read through it.
+        os.link(
+            name,
+            name,
+            src_dir_fd=source,
+            dst_dir_fd=destination,
+            follow_symlinks=False,
+        )
+        return
+    except OSError:
+        if not (stat.S_ISLNK(mode) or stat.S_ISREG(mode)):
+            raise
+    if stat.S_ISLNK(mode):
+        target = os.readlink(name, dir_fd=source)
+        os.symlink(target, name, dir_fd=destination)
+        return
+    _copy_file(source, destination, name)
+
+
+def _copy_file(source, destination, name):
+    """Copies the regular file `name` between two folder descriptors."""
+    flags = os.O_RDONLY | _NOFOLLOW | _CLOEXEC | _NONBLOCK
+    reader = os.open(name, flags, dir_fd=source)
+    try:
+        status = os.fstat(reader)
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(reader, True)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+        writer = os.open(name, flags, 0o600, dir_fd=destination)
+        with os.fdopen(writer, "wb") as copy:
+            with os.fdopen(os.dup(reader), "rb") as original:
+                shutil.copyfileobj(original, copy)
+            copy.flush()
+            _copy_stat(status, copy.fileno())
+    finally:
+        os.close(reader)
+
+
+def _copy_stat(status, fd):
+    """Gives the file or folder `fd` the mode and times of `status`."""
+    os.chmod(fd, stat.S_IMODE(status.st_mode))
+    os.utime(fd, ns=(status.st_atime_ns, status.st_mtime_ns))
+
+
+def _carry_over_paths(source, destination, keep=None):
+    """`_carry_over` where the OS has no directory descriptors."""
     for entry in os.scandir(source):
         if keep is not None and not keep(entry.name):
             continue
@@ -117,7 +240,7 @@ def _carry_over(source, destination, keep=None):
         if entry.is_dir(follow_symlinks=False):
             os.mkdir(target)
             shutil.copystat(entry.path, target, follow_symlinks=False)
-            _carry_over(entry.path, target)
+            _carry_over_paths(entry.path, target)
             continue
         try:
             # A link is carried as a link: nothing is read through it.

@@ -8,6 +8,7 @@ library.
 
 import importlib
 
+from keras_nlp.saving.json_depth import check_json_depth
 from keras_nlp.tokenizers.tokenizer_files import SENTENCEPIECE_MODEL
 from keras_nlp.tokenizers.tokenizer_files import TOKENIZER_JSON
 
@@ -31,6 +32,7 @@ def load_huggingface(data, where):
         where: str, the file as errors name it.
     """
     tokenizers = _import("tokenizers", TOKENIZER_JSON)
+    check_json_depth(data, where)
     try:
         return tokenizers.Tokenizer.from_str(data.decode("utf-8"))
     except Exception as error:

@@ -4,13 +4,19 @@ A directory's tokenizer is a Hugging Face `tokenizer.json` or a
 SentencePiece `tokenizer.model`, with the files beside it that name its
 special tokens; a keras-hub preset keeps its SentencePiece model under
 `assets/tokenizer/vocabulary.spm`, beside a `tokenizer.json` that is a
-Keras layer config. Reading goes through `keras_nlp.saving.PresetDirectory`:
-symbolic links are refused, as for a backbone's files.
+Keras layer config. Reading goes through `keras_nlp.saving.PresetDirectory`,
+one path component at a time, as for a backbone's files: a symbolic link
+(a file, or a folder like `assets`) is followed only when it stays inside
+the preset (or, in a Hugging Face cache snapshot, leads into the model's
+blobs), and is refused, before anything behind it is read, otherwise.
 """
 
 import json
 import os
 
+from keras_nlp.saving.json_depth import MAX_JSON_DEPTH
+from keras_nlp.saving.json_depth import check_json_depth
+from keras_nlp.saving.json_depth import json_depth
 from keras_nlp.saving.preset_files import PresetDirectory
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -44,6 +50,7 @@ _UNSUPPORTED_FILES = (
 
 def parse_json(data, where):
     """The JSON object in `data` (bytes); `where` names it in errors."""
+    check_json_depth(data, where)
     try:
         value = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
@@ -64,6 +71,8 @@ def _read_bytes(directory, name):
 
 def _is_keras_hub_config(data):
     """Whether a `tokenizer.json` is keras-hub's layer config."""
+    if json_depth(data) > MAX_JSON_DEPTH:
+        return False  # Refused, naming it, when it is read as a tokenizer.
     try:
         value = json.loads(data.decode("utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
@@ -76,14 +85,21 @@ def _is_keras_hub_config(data):
     )
 
 
-def _read_keras_hub_sentencepiece(path):
-    """The SentencePiece model of a keras-hub preset's tokenizer, or None."""
-    assets = os.path.join(path, *KERAS_HUB_SENTENCEPIECE[:-1])
-    if not os.path.isdir(assets):
+def _read_keras_hub_sentencepiece(directory):
+    """The SentencePiece model of a keras-hub preset's tokenizer, or None.
+
+    `assets` and `assets/tokenizer` are opened one after the other, each
+    relative to the folder above it: a link among them is followed only as
+    `PresetDirectory` allows (inside the preset), so nothing outside the
+    preset is read.
+    """
+    try:
+        assets = directory.subdirectory(*KERAS_HUB_SENTENCEPIECE[:-1])
+    except (FileNotFoundError, NotADirectoryError):
         return None
-    with PresetDirectory(assets) as directory:
-        if directory.exists(KERAS_HUB_SENTENCEPIECE[-1]):
-            return _read_bytes(directory, KERAS_HUB_SENTENCEPIECE[-1])
+    with assets:
+        if assets.exists(KERAS_HUB_SENTENCEPIECE[-1]):
+            return _read_bytes(assets, KERAS_HUB_SENTENCEPIECE[-1])
     return None
 
 
@@ -133,18 +149,20 @@ def read_tokenizer_files(path):
             f"{SENTENCEPIECE_MODEL}."
         )
     files = {}
+    keras_hub_config = None
     with PresetDirectory(path) as directory:
         for name in (*TOKENIZER_FILES, MODEL_CONFIG):
             if directory.exists(name):
                 files[name] = _read_bytes(directory, name)
         unsupported = [n for n in _UNSUPPORTED_FILES if directory.exists(n)]
-    keras_hub_config = None
-    if TOKENIZER_JSON in files and _is_keras_hub_config(files[TOKENIZER_JSON]):
-        keras_hub_config = json.loads(files.pop(TOKENIZER_JSON))
-        if SENTENCEPIECE_MODEL not in files:
-            model = _read_keras_hub_sentencepiece(path)
-            if model is not None:
-                files[SENTENCEPIECE_MODEL] = model
+        if TOKENIZER_JSON in files and _is_keras_hub_config(
+            files[TOKENIZER_JSON]
+        ):
+            keras_hub_config = json.loads(files.pop(TOKENIZER_JSON))
+            if SENTENCEPIECE_MODEL not in files:
+                model = _read_keras_hub_sentencepiece(directory)
+                if model is not None:
+                    files[SENTENCEPIECE_MODEL] = model
     if TOKENIZER_JSON in files or SENTENCEPIECE_MODEL in files:
         return files, None
     return None, _why_unreadable(path, keras_hub_config, unsupported)

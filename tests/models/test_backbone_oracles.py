@@ -145,8 +145,10 @@ LIVE = sorted(case.id for case in CASES.values() if case.live)
 @pytest.mark.parametrize("case_id", LIVE)
 def test_the_live_oracle_still_gives_the_stored_outputs(case_id):
     case = CASES[case_id]
+    # The row's own tolerance: float32 rounding differs by CPU (see
+    # `assert_oracle_unchanged`).
     oracles.assert_oracle_unchanged(
-        DATA_PREFIX + case.id, oracle_arrays(case), atol=case.atol / 10
+        DATA_PREFIX + case.id, oracle_arrays(case), atol=case.atol
     )
 
 

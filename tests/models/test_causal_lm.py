@@ -968,6 +968,13 @@ def test_preset_round_trip_with_tokenizer(tmp_path):
     assert loaded.generate(TEXTS, max_new_tokens=4, stop_token_ids=None) == (
         texts
     )
+    # A Hugging Face export's config.json holds the tokenizer's ids.
+    model.save_to_preset(tmp_path / "hf", format="huggingface")
+    fields = json.loads((tmp_path / "hf" / "config.json").read_text())
+    tokenizer = model.tokenizer
+    assert fields["bos_token_id"] == tokenizer.bos_token_id is not None
+    assert fields["eos_token_id"] == tokenizer.eos_token_ids[0]
+    assert fields["pad_token_id"] == tokenizer.pad_token_id
 
 
 def test_preset_round_trip_without_tokenizer(tmp_path):

@@ -11,7 +11,10 @@ Hugging Face loader reads it back as the oracle. Then:
 - ours loads it into the shards of each mesh of `meshes`, same outputs,
   every variable placed as the layout plan says;
 - ours -> `save_to_preset(format="huggingface")` -> ours is bit-identical,
-  and keras-hub loads our export with the same outputs.
+  and keras-hub loads our export with the same outputs; the exported
+  `config.json` has the token ids (in the vocabulary, else null) and the
+  RoPE fields and `max_position_embeddings` as the checkpoint had them
+  (`assert_exported_fields`).
 
 `tests/saving/conftest.py` parametrizes `case` (and `mesh_shape`) from the
 class attributes.
@@ -56,6 +59,9 @@ class HFCase:
             `random_inputs(vocabulary_size, length=10)`.
         outputs: `(inputs, outputs) -> array` compared between models;
             default: `real_outputs`.
+        ours_only: paths (auto suffixes dropped) of our variables that
+            keras-hub's backbone lacks (a kept pooler), left out of the
+            comparison with its weights.
     """
 
     name: str
@@ -67,6 +73,7 @@ class HFCase:
     atol: float = 1e-5
     inputs: object = None
     outputs: object = None
+    ours_only: tuple = ()
 
     def __str__(self):
         return self.name
@@ -137,11 +144,13 @@ def _without_auto_suffixes(model):
     return grouped
 
 
-def assert_same_weights(ours, theirs, exact=True):
+def assert_same_weights(ours, theirs, exact=True, ours_only=()):
     mine, expected = (
         _without_auto_suffixes(ours),
         _without_auto_suffixes(theirs),
     )
+    for path in ours_only:
+        del mine[path]
     assert sorted(mine) == sorted(expected)
     for path, values in mine.items():
         for value, other in zip(values, expected[path], strict=True):
@@ -156,6 +165,49 @@ def real_outputs(inputs, outputs):
 
 def _compared(case, inputs, outputs):
     return (case.outputs or real_outputs)(inputs, outputs)
+
+
+# What an export writes back as read (`keras_nlp.saving.huggingface.export`).
+_AS_READ = (
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "rope_local_base_freq",
+    "max_position_embeddings",
+)
+
+
+def assert_exported_fields(written, exported, vocabulary_size):
+    """The exported `config.json` fields against the written ones: each
+    token id present, the written one where it is in the vocabulary and
+    null otherwise (no class default outside it); RoPE fields and
+    `max_position_embeddings` as written (nested `text_config` too)."""
+    for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        assert field in exported, field
+        value, read = exported[field], written.get(field)
+        ids = value if isinstance(value, list) else [value]
+        assert all(i is None or 0 <= i < vocabulary_size for i in ids), field
+        if read is None:
+            continue
+        kept = [
+            i
+            for i in (read if isinstance(read, list) else [read])
+            if 0 <= i < vocabulary_size
+        ]
+        if isinstance(read, list):
+            assert value == (kept or None), field
+        else:
+            assert value == (read if kept else None), field
+    for key in _AS_READ:
+        if key in written:
+            assert exported.get(key) == written[key], key
+    if isinstance(written.get("text_config"), dict):
+        for key in _AS_READ:
+            if key in written["text_config"]:
+                assert (
+                    exported["text_config"].get(key)
+                    == written["text_config"][key]
+                ), key
 
 
 def assert_follows_plan(ours):
@@ -193,7 +245,7 @@ class HuggingFaceFamilyTests:
         path, theirs, inputs, expected = checkpoint
         ours = Backbone.from_preset(str(path))
         assert type(ours).__name__ == case.backbone
-        assert_same_weights(ours, theirs)
+        assert_same_weights(ours, theirs, ours_only=case.ours_only)
         np.testing.assert_allclose(
             _compared(case, inputs, ours(inputs)),
             expected,
@@ -232,7 +284,7 @@ class HuggingFaceFamilyTests:
             )
             with distribution.scope():
                 ours = Backbone.from_preset(str(path))
-            assert_same_weights(ours, theirs)
+            assert_same_weights(ours, theirs, ours_only=case.ours_only)
             assert_follows_plan(ours)
 
     def test_round_trip_is_bit_identical(self, case, checkpoint, tmp_path):
@@ -244,6 +296,11 @@ class HuggingFaceFamilyTests:
         again = Backbone.from_preset(str(tmp_path / "hf"))
         assert type(again) is type(ours)
         assert_same_weights(again, ours)
+        assert_exported_fields(
+            json.loads((path / "config.json").read_text()),
+            json.loads((tmp_path / "hf" / "config.json").read_text()),
+            case.config["vocabulary_size"],
+        )
         theirs = keras_hub.models.Backbone.from_preset(str(tmp_path / "hf"))
         np.testing.assert_allclose(
             _compared(case, inputs, theirs(inputs)),

@@ -14,7 +14,8 @@ oracle. So, per case:
 - ours -> `save_to_preset(format="huggingface")` -> ours is bit-identical,
   the export holds every tensor of the written checkpoint bit for bit (so
   the table's export direction writes Hugging Face's layouts too) and its
-  `config.json` agrees with the written one on every field both have.
+  `config.json` agrees with the written one on every field both have
+  (token ids as `assert_exported_fields` says).
 """
 
 import json
@@ -26,6 +27,7 @@ from safetensors.numpy import load_file
 from keras_nlp.models import Backbone
 from tests.models.backbone_checks import random_inputs
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import assert_exported_fields
 from tests.saving.huggingface_checkpoints import assert_same_weights
 from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import write_checkpoint
@@ -78,10 +80,16 @@ class WrittenCheckpointTests(HuggingFaceFamilyTests):
             )
         fields = json.loads((path / "config.json").read_text())
         exported_fields = json.loads((exported / "config.json").read_text())
+        assert_exported_fields(
+            fields, exported_fields, case.config["vocabulary_size"]
+        )
         for key in sorted(set(fields) & set(exported_fields)):
             skipped = (
                 "architectures",
                 "torch_dtype",
+                "bos_token_id",
+                "eos_token_id",
+                "pad_token_id",
                 *self.export_fields_differ,
             )
             if key not in skipped:

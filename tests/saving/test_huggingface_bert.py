@@ -16,6 +16,8 @@ import warnings
 import keras
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
 
 from keras_nlp.models import Backbone
 from keras_nlp.saving.huggingface import huggingface_config
@@ -24,6 +26,7 @@ from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import random_inputs
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import assert_same_weights
 from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
 from tests.saving.huggingface_options import OptionCheckpointTests
@@ -194,6 +197,55 @@ class TestBertCheckpoints(HuggingFaceFamilyTests):
             outputs=sequence_and_pooled,
         )
     ]
+
+    def test_masked_lm_has_no_pooler(self, case, checkpoint, tmp_path):
+        # `BertForMaskedLM`: the same checkpoint without the pooler (and
+        # the next-sentence head).
+        path, _, inputs, expected = checkpoint
+        stored = load_file(str(path / "model.safetensors"))
+        tensors = {
+            name: value
+            for name, value in stored.items()
+            if not name.startswith(("bert.pooler.", "cls.seq_relationship."))
+        }
+        written = tmp_path / "masked_lm"
+        written.mkdir()
+        save_file(tensors, str(written / "model.safetensors"))
+        config = json.loads((path / "config.json").read_text())
+        config["architectures"] = ["BertForMaskedLM"]
+        (written / "config.json").write_text(json.dumps(config))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ours = Backbone.from_preset(str(written))
+        said = [str(w.message) for w in caught if "pooler" in str(w.message)]
+        assert len(said) == 1
+        assert "bert.pooler.dense.weight" in said[0]
+        assert "pooled_dense/kernel" in said[0]
+        # Created as the class creates it: zero bias, random kernel.
+        pooler = ours.get_layer("pooled_dense")
+        np.testing.assert_array_equal(numpy(pooler.bias), 0.0)
+        assert numpy(pooler.kernel).std() > 0.01
+        batch = len(inputs["token_ids"])
+        np.testing.assert_allclose(
+            real_outputs(inputs, ours(inputs)),
+            expected[:-batch],
+            atol=case.atol,
+            rtol=case.atol,
+        )
+        # Every backbone tensor read is written back, bit for bit
+        # (LayerNorm under current names), and the pooler the class has.
+        ours.save_to_preset(str(tmp_path / "hf"), format="huggingface")
+        exported = load_file(str(tmp_path / "hf" / "model.safetensors"))
+        for name, value in tensors.items():
+            if name.startswith("cls.") or name.endswith("position_ids"):
+                continue
+            name = name.replace("LayerNorm.gamma", "LayerNorm.weight")
+            name = name.replace("LayerNorm.beta", "LayerNorm.bias")
+            np.testing.assert_array_equal(exported[name], value, err_msg=name)
+        np.testing.assert_array_equal(
+            exported["bert.pooler.dense.weight"], numpy(pooler.kernel).T
+        )
+        assert_same_weights(Backbone.from_preset(str(tmp_path / "hf")), ours)
 
 
 class ExactGeluEncoderTests(OptionCheckpointTests):

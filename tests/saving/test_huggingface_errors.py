@@ -1,11 +1,15 @@
 """Bad Hugging Face checkpoints fail with messages that name the problem;
 dispatch, export options, the plan CLI and the conversion vocabulary."""
 
+import hashlib
+import inspect
 import json
 import os
 import shutil
+import stat
 import warnings
 
+import keras
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
@@ -24,6 +28,8 @@ from keras_nlp.saving.huggingface import Split
 from keras_nlp.saving.huggingface import Transpose
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import bind
+from keras_nlp.saving.huggingface import family_for_backbone
+from tests.models.backbone_checks import make_mesh
 from tests.models.tiny_configs import tiny
 
 CONFIG = dict(
@@ -92,10 +98,65 @@ def test_unknown_model_type_lists_the_supported_ones(checkpoint):
             r"keys \['beta'\] are not understood for 'linear' RoPE",
         ),
         ({"quantization_config": {"bits": 4}}, r"\['quantization_config'\]"),
+        # Values that are not valid, refused before anything is built.
+        ({"hidden_size": "32"}, r"hidden_size='32' is not a valid value; it"),
+        ({"num_attention_heads": 0}, r"num_attention_heads=0 is not a valid"),
+        ({"num_attention_heads": True}, r"num_attention_heads=True is not a"),
+        (
+            {"num_attention_heads": 6, "head_dim": None},
+            r"num_attention_heads=6 is not a valid value; it must be a "
+            r"divisor of hidden_size=16",
+        ),
+        (
+            {"num_key_value_heads": 3},
+            r"num_key_value_heads=3 .* divisor of num_attention_heads=4",
+        ),
+        ({"rms_norm_eps": float("nan")}, r"rms_norm_eps=nan is not a valid"),
+        ({"rms_norm_eps": -1}, r"rms_norm_eps=-1 .* a finite number above 0"),
+        ({"rope_theta": -5}, r"rope_theta=-5 is not a valid value"),
+        (
+            {"rope_scaling": {"type": "linear", "factor": float("nan")}},
+            r"rope_scaling.factor=nan is not a valid value",
+        ),
+        (
+            {"max_position_embeddings": 10**15},
+            r"max_position_embeddings=1000000000000000 .* at most 16777216",
+        ),
+        (
+            {"torch_dtype": "float128"},
+            r"torch_dtype='float128' is not a valid value; it must be one of "
+            r"'float32'",
+        ),
+        ({"tie_word_embeddings": 1}, r"tie_word_embeddings=1 .* true or false"),
+        (
+            {"num_hidden_layers": 10**6},
+            r"num_hidden_layers=1000000 .* positive integer at most 256",
+        ),
+        # The checkpoint's headers show 2 layers: refused before building.
+        (
+            {"num_hidden_layers": 3},
+            r"num_hidden_layers=3 .* at most the 2 layers the checkpoint's",
+        ),
+        # `(file, text)`: the whole config.json, as text.
+        (
+            (
+                "config.json",
+                '{"model_type": "llama", "x": '
+                + "[" * 10**5
+                + "]" * 10**5
+                + "}",
+            ),
+            r"config\.json nests JSON arrays and objects 100001 levels deep; "
+            r"at most 64",
+        ),
     ],
 )
 def test_unsupported_architecture_fields_are_named(checkpoint, fields, message):
-    _edit_config(checkpoint, **fields)
+    if isinstance(fields, tuple):
+        name, text = fields
+        (checkpoint / name).write_text(text)
+    else:
+        _edit_config(checkpoint, **fields)
     with pytest.raises(PresetError, match=message):
         Backbone.from_preset(str(checkpoint))
 
@@ -126,6 +187,133 @@ def test_config_translation_covers_rope_scaling_kinds(checkpoint):
     backbone = Backbone.from_preset(str(checkpoint), load_weights=False)
     assert backbone.rope_frequency_adjustment_factor == 8.0
     assert backbone.rope_pretraining_sequence_length == 8192
+
+
+# === Configs as transformers 5 writes them ===
+
+
+def _rope_parameters(data):
+    """transformers 5's RoPE: `rope_theta`, `rope_scaling` and a rotary
+    fraction (`partial_rotary_factor`, GPT-NeoX's `rotary_pct` and
+    `rotary_emb_base`) in one `rope_parameters` object; Gemma 3's per
+    layer type, without `rope_theta` and `rope_local_base_freq` beside."""
+    if isinstance(data.get("rope_parameters"), dict):
+        for name in ("rope_theta", "rope_local_base_freq", "rope_scaling"):
+            data.pop(name, None)
+        return
+    scaling = data.pop("rope_scaling", None) or {}
+    rope = {k: v for k, v in scaling.items() if k != "type"}
+    rope.setdefault("rope_type", scaling.get("type", "default"))
+    for old, new in (
+        ("rope_theta", "rope_theta"),
+        ("rotary_emb_base", "rope_theta"),
+        ("partial_rotary_factor", "partial_rotary_factor"),
+        ("rotary_pct", "partial_rotary_factor"),
+    ):
+        if old in data:
+            rope[new] = data.pop(old)
+    data["rope_parameters"] = rope
+
+
+TRANSFORMERS_5_EDITS = {
+    # The masked-LM head's (BART: the encoder's and decoder's embedding)
+    # tie, now written by every config class that has one.
+    "tie_word_embeddings": lambda d: d.update(tie_word_embeddings=True),
+    "num_local_experts": lambda d: d.update(
+        num_local_experts=d.pop("num_experts")
+    ),
+    "rope_parameters": _rope_parameters,
+    # Qwen 2 MoE writes 0 for no window.
+    "sliding_window": lambda d: d.update(sliding_window=0),
+    "dtype": lambda d: d.update(dtype=d.pop("torch_dtype", "bfloat16")),
+}
+
+# `(backbone[:tiny config], field spelled as transformers 5 does)`: the
+# config our export writes (transformers 4's spelling) with that field
+# respelled translates to the same arguments, so the same model reads the
+# same tensors.
+TRANSFORMERS_5 = [
+    *(
+        (name, "tie_word_embeddings")
+        for name in (
+            "BertBackbone",
+            "RobertaBackbone",
+            "XLMRobertaBackbone",
+            "DistilBertBackbone",
+            "AlbertBackbone",
+            "BartBackbone",
+        )
+    ),
+    ("Qwen3MoeBackbone", "num_local_experts"),
+    *(
+        (name, "dtype")
+        for name in (
+            "GPT2Backbone",
+            "OPTBackbone",
+            "FalconBackbone",
+            "Gemma3Backbone:mqa_4_1",
+            "PaliGemmaBackbone",
+        )
+    ),
+    ("QwenMoeBackbone", "sliding_window"),
+    *(
+        (name, "rope_parameters")
+        for name in (
+            "Phi3Backbone",
+            "Llama3Backbone",
+            "MistralBackbone",
+            "MixtralBackbone",
+            "QwenBackbone",
+            "Qwen3Backbone",
+            "QwenMoeBackbone",
+            "Qwen3MoeBackbone",
+            "GemmaBackbone",
+            "GemmaBackbone:gqa_8_4_gemma2",
+            "GPTNeoXBackbone",
+            "GptOssBackbone",
+        )
+    ),
+]
+
+
+def _arguments(cls, config):
+    """`config` and the default of every argument it leaves out, as
+    `get_config` has them (without building the model)."""
+    defaults = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for name, parameter in inspect.signature(init).parameters.items():
+            if parameter.default is not parameter.empty:
+                defaults[name] = parameter.default
+    return {**defaults, **config}
+
+
+@pytest.mark.parametrize(
+    "name, field", TRANSFORMERS_5, ids=["-".join(r) for r in TRANSFORMERS_5]
+)
+def test_transformers_5_spellings_translate_alike(name, field):
+    name, _, config_name = name.partition(":")
+    cls, config = tiny(name, config_name or "tiny")
+    family = family_for_backbone(cls)
+    written = family.export_config(_arguments(cls, config))
+    respelled = json.loads(json.dumps(written))
+    TRANSFORMERS_5_EDITS[field](respelled.get("text_config", respelled))
+    assert respelled != written
+    expected = family.translate(written, "config.json", cls)
+    assert family.translate(respelled, "config.json", cls) == expected
+
+
+def test_transformers_5_config_loads_the_same_weights(checkpoint, saved):
+    config = json.loads((checkpoint / "config.json").read_text())
+    for field in ("rope_parameters", "dtype"):
+        TRANSFORMERS_5_EDITS[field](config)
+    (checkpoint / "config.json").write_text(json.dumps(config))
+    loaded = Backbone.from_preset(str(checkpoint))
+    reference = Backbone.from_preset(str(saved))
+    for ours, theirs in zip(loaded.weights, reference.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
 def test_missing_weights_file_is_named(checkpoint):
@@ -170,6 +358,108 @@ def test_linked_weights_file_is_refused(checkpoint, tmp_path):
     os.symlink(tmp_path / "real.safetensors", checkpoint / WEIGHTS)
     with pytest.raises(PresetError, match="is a symbolic link"):
         Backbone.from_preset(str(checkpoint))
+
+
+def _hub_cache(saved, root, name="models--tiny--llama"):
+    """`saved` laid out as the Hugging Face cache keeps a download: each
+    file in blobs/ under its hash, linked from snapshots/REV/ by a relative
+    link, as huggingface_hub writes them. Returns the snapshot folder."""
+    model = root / name
+    (model / "blobs").mkdir(parents=True)
+    snapshot = model / "snapshots" / "0123456789abcdef"
+    snapshot.mkdir(parents=True)
+    for file in sorted(saved.iterdir()):
+        data = file.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        (model / "blobs" / digest).write_bytes(data)
+        os.symlink(f"../../blobs/{digest}", snapshot / file.name)
+    return snapshot
+
+
+@pytest.mark.multi_device
+def test_hugging_face_cache_snapshot_loads(saved, tmp_path):
+    snapshot = _hub_cache(saved, tmp_path)
+    expected = {
+        v.path: v.numpy() for v in Backbone.from_preset(str(saved)).weights
+    }
+    loaded = Backbone.from_preset(str(snapshot))
+    assert {v.path: v.numpy() for v in loaded.weights}.keys() == expected.keys()
+    for variable in loaded.weights:
+        np.testing.assert_array_equal(variable.numpy(), expected[variable.path])
+    distribution = keras.distribution.ModelParallel(
+        layout_map=Llama3Backbone.get_layout_map(make_mesh((2, 4))),
+        batch_dim_name="batch",
+    )
+    with distribution.scope():
+        sharded = Backbone.from_preset(str(snapshot))
+    assert any(
+        not v.value.sharding.is_fully_replicated for v in sharded.weights
+    )
+    for variable in sharded.weights:
+        np.testing.assert_array_equal(
+            keras.ops.convert_to_numpy(variable.value),
+            expected[variable.path],
+            err_msg=variable.path,
+        )
+
+
+# Links of a cache snapshot that are refused: (what is changed, the
+# refusal). Every outside target is a FIFO, or a link to one: opening it
+# would fail otherwise ("not a regular file"), so each refusal shows that
+# nothing behind the link was opened.
+CACHE_LINKS_REFUSED = [
+    (
+        "link into another model's blobs",
+        "../../../models--other--model/blobs/{blob}",
+        "leads outside the snapshot and not into this model's blobs/ folder",
+    ),
+    ("blob that is a link", "blob", "leads to a blob that is itself a link"),
+    ("blobs/ that is a link", "blobs", "leads into a blobs/ that is not a"),
+    ("absolute link", "{blobs}/{blob}", "is absolute"),
+    (
+        "link through a linked folder",
+        "hop/{blob}",
+        "leads to another symbolic link",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    "change, target, refusal",
+    CACHE_LINKS_REFUSED,
+    ids=[row[0] for row in CACHE_LINKS_REFUSED],
+)
+def test_hugging_face_cache_links_that_leave_are_refused(
+    saved, tmp_path, change, target, refusal
+):
+    snapshot = _hub_cache(saved, tmp_path)
+    model = snapshot.parent.parent
+    link = snapshot / WEIGHTS
+    blob = os.readlink(link).rsplit("/", 1)[1]
+    other = tmp_path / "models--other--model" / "blobs"
+    other.mkdir(parents=True)
+    os.mkfifo(other / blob)
+    if target == "blob":
+        os.remove(model / "blobs" / blob)
+        os.symlink(other / blob, model / "blobs" / blob)
+        target = os.readlink(link)
+    elif target == "blobs":
+        shutil.rmtree(model / "blobs")
+        os.symlink(other, model / "blobs")
+        # config.json, read first, is refused first.
+        link = snapshot / "config.json"
+        target = os.readlink(link)
+    else:
+        os.symlink(other, snapshot / "hop")
+        target = target.format(blob=blob, blobs=model / "blobs")
+        os.remove(link)
+        os.symlink(target, link)
+    with pytest.raises(PresetError) as info:
+        Backbone.from_preset(str(snapshot))
+    assert str(info.value).startswith(
+        f"{link} is a symbolic link (to {target!r}), which {refusal}"
+    )
+    assert stat.S_ISFIFO(os.lstat(other / blob).st_mode)
 
 
 def test_wrong_shape_and_dtype_are_listed(checkpoint):

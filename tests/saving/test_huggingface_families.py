@@ -20,7 +20,9 @@ class TestLlamaCheckpoints(HuggingFaceFamilyTests):
             "Llama3Backbone",
             dict(_SMALL, num_query_heads=8, num_key_value_heads=2),
         ),
-        # Llama 3.2: tied output embedding, Llama 3.1 RoPE scaling.
+        # Llama 3.2: tied output embedding, Llama 3.1 RoPE scaling, its
+        # 131072 positions (written back as read) and token ids, two of
+        # them outside this vocabulary (written back as null).
         HFCase(
             "llama3_tied_rope_scaled",
             "Llama3Backbone",
@@ -35,6 +37,12 @@ class TestLlamaCheckpoints(HuggingFaceFamilyTests):
                 rope_high_freq_factor=4.0,
                 rope_pretraining_sequence_length=4,
             ),
+            config_patch={
+                "max_position_embeddings": 131072,
+                "bos_token_id": 128000,
+                "eos_token_id": [1, 128009],
+                "pad_token_id": None,
+            },
         ),
     ]
 

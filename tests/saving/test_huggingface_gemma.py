@@ -9,12 +9,16 @@ keras-hub's `GemmaDecoderBlock` always scales queries by `head_dim ** -0.5`
 (it ignores `query_head_dim_normalize`), while Hugging Face's Gemma 2 scales
 them by `query_pre_attn_scalar ** -0.5` (Gemma 2 27B: 144, not its head
 size 128). Ours follows Hugging Face, so the oracle cases keep
-`query_pre_attn_scalar == head_dim`; the other value is checked by
-`test_query_pre_attn_scalar` against the definition.
+`query_pre_attn_scalar == head_dim`; the other values are checked by
+`test_query_pre_attn_scalar` against the definition and by
+`test_any_query_pre_attn_scalar` against keras-hub's model with its query
+kernels rescaled (RoPE is linear, so scaling a query kernel by `c` scales
+its logits by `c`).
 """
 
 import json
 import re
+import shutil
 
 import numpy as np
 import pytest
@@ -26,6 +30,7 @@ from keras_nlp.saving import PresetError
 from keras_nlp.saving.huggingface import huggingface_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
 
 
@@ -186,6 +191,46 @@ class TestGemma2Checkpoints(HuggingFaceFamilyTests):
     # The same sharding code as Gemma's; one mesh keeps the suite short.
     meshes = ((1, 8),)
 
+    def test_any_query_pre_attn_scalar(self, case, checkpoint, tmp_path):
+        # 12 is neither head_dim (16) nor hidden // heads (8): the
+        # backbone's `query_pre_attn_scalar`. keras-hub scales queries by
+        # head_dim ** -0.5; with its query kernels times
+        # sqrt(head_dim / 12) it computes the scaling by 12 ** -0.5.
+        path, theirs, inputs, _ = checkpoint
+        scalar = 12
+        shutil.copytree(path, tmp_path / "written")
+        config_file = tmp_path / "written" / "config.json"
+        config = json.loads(config_file.read_text())
+        config_file.write_text(
+            json.dumps(dict(config, query_pre_attn_scalar=scalar))
+        )
+        ours = Backbone.from_preset(str(tmp_path / "written"))
+        assert ours.get_config()["query_pre_attn_scalar"] == scalar
+        kernels = [
+            theirs.get_layer(f"decoder_block_{i}").attention.query_dense.kernel
+            for i in range(case.config["num_layers"])
+        ]
+        values = [np.array(kernel.numpy()) for kernel in kernels]
+        factor = np.sqrt(case.config["head_dim"] / scalar)
+        try:
+            for kernel, value in zip(kernels, values, strict=True):
+                kernel.assign(value * factor)
+            expected = real_outputs(inputs, theirs(inputs))
+        finally:
+            for kernel, value in zip(kernels, values, strict=True):
+                kernel.assign(value)
+        np.testing.assert_allclose(
+            real_outputs(inputs, ours(inputs)),
+            expected,
+            atol=case.atol,
+            rtol=case.atol,
+        )
+        ours.save_to_preset(str(tmp_path / "hf"), format="huggingface")
+        exported = json.loads((tmp_path / "hf" / "config.json").read_text())
+        assert exported["query_pre_attn_scalar"] == scalar
+        again = Backbone.from_preset(str(tmp_path / "hf"))
+        assert again.get_config() == dict(ours.get_config(), name=again.name)
+
 
 # Config translation and its errors: `config.json` alone, no weights.
 
@@ -224,8 +269,18 @@ def test_query_pre_attn_scalar(tmp_path):
     assert model.transformer_layers[0].attention.query_scale == 8**-0.5
     export = model.get_config()
     assert GEMMA.export_config(export)["query_pre_attn_scalar"] == 8
-    with pytest.raises(PresetError, match="query_pre_attn_scalar=100"):
-        _translate(tmp_path, _hf_config("gemma2", query_pre_attn_scalar=100))
+    # Any other positive value: the backbone's own argument, the same
+    # attention (its query scale) and back on export.
+    _, arguments = _translate(
+        tmp_path, _hf_config("gemma2", query_pre_attn_scalar=100)
+    )
+    assert arguments["query_pre_attn_scalar"] == 100
+    model = GemmaBackbone.from_config(GemmaBackbone(**arguments).get_config())
+    assert model.transformer_layers[0].attention.query_scale == 100**-0.5
+    export = GEMMA.export_config(model.get_config())
+    assert export["query_pre_attn_scalar"] == 100
+    with pytest.raises(PresetError, match="query_pre_attn_scalar"):
+        _translate(tmp_path, _hf_config("gemma2", query_pre_attn_scalar=-4))
 
 
 def test_gemma2_window_layers(tmp_path):
@@ -286,6 +341,7 @@ def test_unsupported_fields(tmp_path, model_type, fields, message):
         ({"attention_logit_soft_cap": 50.0}, "attention_logit_soft_cap=50.0"),
         ({"use_sliding_window_attention": True}, "use_sliding_window"),
         ({"query_head_dim_normalize": False}, "query_head_dim_normalize"),
+        ({"query_pre_attn_scalar": 12}, "query_pre_attn_scalar=12"),
     ],
 )
 def test_export_refuses_what_gemma_cannot_hold(options, message):

@@ -13,8 +13,11 @@ keras-hub's own exporter writes vision names its converter cannot read
 import json
 import re
 
+import keras
 import numpy as np
 import pytest
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
 
 from keras_nlp.models import Backbone
 from keras_nlp.models.gemma3.gemma3_huggingface import GEMMA3
@@ -22,6 +25,7 @@ from keras_nlp.saving import PresetError
 from keras_nlp.saving.huggingface import huggingface_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
 from tests.saving.test_huggingface_gemma import gemma_tensors
 
@@ -210,6 +214,53 @@ class TestGemma3TextCheckpoints(HuggingFaceFamilyTests):
     # The vision case below shards the same decoder on the other mesh.
     meshes = ((1, 8),)
 
+    def test_any_layer_types(self, case, checkpoint, tmp_path):
+        # A global layer, then a local one (no 5:1 prefix): keras-hub's
+        # global block 5 and local block 0, renumbered 0 and 1. Its two
+        # blocks, run in that order, are the oracle.
+        path, theirs, inputs, _ = checkpoint
+        layers = re.compile(r"model\.layers\.(\d+)\.(.*)")
+        renumbered = {"5": "0", "0": "1"}
+        tensors = {}
+        for name, value in load_file(str(path / "model.safetensors")).items():
+            match = layers.fullmatch(name)
+            if match is None:
+                tensors[name] = value
+            elif match.group(1) in renumbered:
+                index = renumbered[match.group(1)]
+                tensors[f"model.layers.{index}.{match.group(2)}"] = value
+        written = tmp_path / "written"
+        written.mkdir()
+        save_file(tensors, str(written / "model.safetensors"))
+        layer_types = ["full_attention", "sliding_attention"]
+        config = json.loads((path / "config.json").read_text())
+        config.pop("sliding_window_pattern", None)
+        config.update(num_hidden_layers=2, layer_types=layer_types)
+        (written / "config.json").write_text(json.dumps(config))
+        ours = Backbone.from_preset(str(written))
+        assert ours.get_config()["layer_types"] == layer_types
+        x = theirs.token_embedding(inputs["token_ids"])
+        scale = keras.ops.sqrt(case.config["hidden_dim"])
+        x = x * keras.ops.cast(scale, x.dtype)
+        for index in (5, 0):
+            x = theirs.transformer_layers[index](
+                x, padding_mask=inputs["padding_mask"]
+            )
+        expected = real_outputs(inputs, theirs.layer_norm(x))
+        np.testing.assert_allclose(
+            real_outputs(inputs, ours(inputs)),
+            expected,
+            atol=case.atol,
+            rtol=case.atol,
+        )
+        ours.save_to_preset(str(tmp_path / "hf"), format="huggingface")
+        exported = json.loads((tmp_path / "hf" / "config.json").read_text())
+        assert exported["layer_types"] == layer_types
+        # transformers 4.x's `sliding_window_pattern` cannot say it.
+        assert "sliding_window_pattern" not in exported
+        again = Backbone.from_preset(str(tmp_path / "hf"))
+        assert again.get_config()["layer_types"] == layer_types
+
 
 class TestGemma3VisionCheckpoints(HuggingFaceFamilyTests):
     cases = [
@@ -335,20 +386,58 @@ def test_multimodal_defaults_and_pooling(tmp_path):
             {"rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
             "rope_scaling.rope_type='yarn'",
         ),
-        ({"sliding_window_pattern": 4}, "sliding_window_pattern=4"),
+        ({"sliding_window_pattern": 0}, "sliding_window_pattern"),
         (
-            {"layer_types": ["full_attention"] + ["sliding_attention"] * 6},
-            "windowed layers must be [0, 1, 2, 3, 4, 6]",
+            {"layer_types": ["full_attention"] * 6},
+            "layer_types=['full_attention', 'full_attention'",
         ),
         ({"tie_word_embeddings": False}, "tie_word_embeddings=False"),
         ({"hidden_activation": "gelu"}, "hidden_activation='gelu'"),
-        ({"query_pre_attn_scalar": 100}, "query_pre_attn_scalar=100"),
+        ({"query_pre_attn_scalar": -100}, "query_pre_attn_scalar"),
         ({"mystery_option": 1}, "['mystery_option'] are not understood"),
     ],
 )
 def test_unsupported_fields(tmp_path, fields, message):
     with pytest.raises(PresetError, match=re.escape(message)):
         _translate(tmp_path, _text_config(**fields))
+
+
+@pytest.mark.parametrize(
+    "fields, arguments",
+    [
+        # As published checkpoints use them: any layer pattern (v5
+        # `layer_types` or v4 `sliding_window_pattern`), any scalar.
+        (
+            {"layer_types": ["full_attention"] + ["sliding_attention"] * 6},
+            {"layer_types": ["full_attention"] + ["sliding_attention"] * 6},
+        ),
+        (
+            {"sliding_window_pattern": 4},
+            {
+                "layer_types": (["sliding_attention"] * 3 + ["full_attention"])
+                + ["sliding_attention"] * 3
+            },
+        ),
+        (
+            {"layer_types": ["sliding_attention"] * 5 + ["full_attention"] * 2},
+            {"layer_types": ["sliding_attention"] * 5 + ["full_attention"] * 2},
+        ),
+        # The default pattern: keras-hub's arguments.
+        ({"sliding_window_pattern": 6}, {"layer_types": None}),
+        (
+            {"query_pre_attn_scalar": 100},
+            {"query_pre_attn_scalar": 100, "query_head_dim_normalize": True},
+        ),
+    ],
+)
+def test_layer_patterns_and_query_scalars(tmp_path, fields, arguments):
+    _, translated = _translate(tmp_path, _text_config(**fields))
+    assert {key: translated[key] for key in arguments} == arguments
+    assert translated["use_sliding_window_attention"] is True
+    # Export writes them back: they translate the same again.
+    exported = GEMMA3.export_config(translated)
+    _, again = _translate(tmp_path, exported)
+    assert again == translated
 
 
 def test_export_refuses_what_gemma3_cannot_hold(tmp_path):

@@ -56,6 +56,11 @@ def _config(oracle):
         # A window that never applies (Phi-3 mini 128k's is 262144).
         "sliding_window": 2 * oracle.max_sequence_length,
         "tie_word_embeddings": False,
+        # Phi-3 mini's ids: 32000 lies outside this vocabulary, and is
+        # exported as null (transformers refuses such a padding id).
+        "bos_token_id": 1,
+        "eos_token_id": 32000,
+        "pad_token_id": 32000,
         "torch_dtype": "float32",
     }
 

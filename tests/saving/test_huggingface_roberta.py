@@ -9,13 +9,18 @@ original checkpoints hold zeros).
 """
 
 import json
+import warnings
 
 import numpy as np
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
 
 from keras_nlp.models import Backbone
 from keras_nlp.saving.huggingface import huggingface_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import assert_same_weights
+from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
 from tests.saving.test_huggingface_bert import assert_config_refused
 from tests.saving.test_huggingface_bert import encoder_block_tensors
@@ -106,6 +111,57 @@ class TestRobertaCheckpoints(HuggingFaceFamilyTests):
         )
     ]
     meshes = ((2, 4),)
+
+    def test_pooler_is_kept_and_written_back(self, case, checkpoint, tmp_path):
+        # `RobertaModel`: the same checkpoint with a pooler, which the
+        # backbone keeps (unused) and exports.
+        path, _, inputs, expected = checkpoint
+        rng = np.random.default_rng(4)
+        hidden = case.config["hidden_dim"]
+        pooler = {
+            "roberta.pooler.dense.weight": rng.normal(
+                size=(hidden, hidden)
+            ).astype("float32"),
+            "roberta.pooler.dense.bias": rng.normal(size=hidden).astype(
+                "float32"
+            ),
+        }
+        tensors = {**load_file(str(path / "model.safetensors")), **pooler}
+        written = tmp_path / "roberta_model"
+        written.mkdir()
+        save_file(tensors, str(written / "model.safetensors"))
+        config = json.loads((path / "config.json").read_text())
+        config["architectures"] = ["RobertaModel"]
+        (written / "config.json").write_text(json.dumps(config))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ours = Backbone.from_preset(str(written))
+        assert not [w for w in caught if "pooler" in str(w.message)]
+        assert ours.get_config()["keep_pooler"] is True
+        np.testing.assert_array_equal(
+            numpy(ours.pooled_dense.kernel),
+            pooler["roberta.pooler.dense.weight"].T,
+        )
+        # The outputs do not use it.
+        np.testing.assert_allclose(
+            real_outputs(inputs, ours(inputs)),
+            expected,
+            atol=case.atol,
+            rtol=case.atol,
+        )
+        ours.save_to_preset(str(tmp_path / "hf"), format="huggingface")
+        exported = load_file(str(tmp_path / "hf" / "model.safetensors"))
+        for name, value in tensors.items():
+            if not name.startswith("lm_head."):
+                np.testing.assert_array_equal(
+                    exported[name], value, err_msg=name
+                )
+        again = Backbone.from_preset(str(tmp_path / "hf"))
+        assert again.get_config()["keep_pooler"] is True
+        assert_same_weights(again, ours)
+        # The keras format keeps it too (a layer outside the graph).
+        ours.save_to_preset(str(tmp_path / "keras"))
+        assert_same_weights(Backbone.from_preset(str(tmp_path / "keras")), ours)
 
 
 def test_roberta_position_offset_comes_from_the_padding_id(tmp_path):

@@ -1,9 +1,10 @@
 """Hugging Face `xlm-roberta` checkpoints against keras-hub's loader.
 
 Written as an `XLMRobertaModel` checkpoint (no prefix, with its pooler,
-which the backbone skips) with a non-zero token-type row, as fine-tuned
-models have: keras-hub's `convert_xlm_roberta` folds it into the position
-table, and so does ours.
+which the backbone keeps unused, `keep_pooler=True`, and exports; keras-hub
+skips it) with a non-zero token-type row, as fine-tuned models have:
+keras-hub's `convert_xlm_roberta` folds it into the position table, and so
+does ours.
 """
 
 import numpy as np
@@ -41,6 +42,7 @@ class TestXLMRobertaCheckpoints(HuggingFaceFamilyTests):
                 roberta_config("xlm-roberta", "XLMRobertaModel"),
                 roberta_tensors("", _token_type, _pooler),
             ),
+            ours_only=("pooled_dense/kernel", "pooled_dense/bias"),
         )
     ]
     meshes = ((2, 4),)

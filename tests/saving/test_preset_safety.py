@@ -238,8 +238,8 @@ def test_weights_file_symlink_is_refused(preset, tmp_path):
     with pytest.raises(
         PresetError,
         match=r"model\.weights\.h5 is a symbolic link \(to .*elsewhere"
-        r"\.weights\.h5'\)\. Preset files must be regular files inside the "
-        r"preset directory, so links are refused, not followed",
+        r"\.weights\.h5'\), which is absolute\. Links below a preset "
+        r"directory are followed only to a file or folder inside it",
     ):
         Backbone.from_preset(str(preset))
     assert_untouched(elsewhere, content)
@@ -294,6 +294,57 @@ def test_directory_symlink_is_refused(preset, tmp_path, trailing_slash):
         Backbone.plan_layout("1x2", preset=path)
     # Resolving the link is the caller's explicit choice, and it works.
     Backbone.from_preset(os.path.realpath(link))
+
+
+# A link below a keras-hub-style preset (its tokenizer in
+# assets/tokenizer/vocabulary.spm): (link, its target, the refusal, or the
+# bytes read when the link stays inside). Outside, elsewhere/tokenizer/
+# vocabulary.spm is a FIFO: opening it would fail otherwise ("not a regular
+# file") and reading it would block, so a refusal shows nothing behind the
+# link was opened. hop -> ../elsewhere is a link inside the preset.
+LINKS_BELOW_A_PRESET = [
+    ("assets", "../elsewhere", "leads outside the preset directory"),
+    ("assets", "{elsewhere}", "is absolute"),
+    ("assets/tokenizer", "../../elsewhere/tokenizer", "leads outside"),
+    ("assets/tokenizer", "../hop/tokenizer", "leads to another symbolic"),
+    ("assets", "kept", b"kept inside"),
+    ("assets/tokenizer", "../kept/tokenizer", b"kept inside"),
+]
+
+
+@pytest.mark.parametrize("link, target, expected", LINKS_BELOW_A_PRESET)
+def test_links_below_a_preset(tmp_path, link, target, expected):
+    from keras_nlp.tokenizers import Tokenizer
+    from keras_nlp.tokenizers.tokenizer_files import read_tokenizer_files
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "tokenizer").mkdir(parents=True)
+    os.mkfifo(elsewhere / "tokenizer" / "vocabulary.spm")
+    preset = tmp_path / "preset"
+    (preset / "kept" / "tokenizer").mkdir(parents=True)
+    (preset / "kept" / "tokenizer" / "vocabulary.spm").write_bytes(
+        b"kept inside"
+    )
+    keras_hub_config = {"class_name": "GemmaTokenizer", "config": {}}
+    (preset / "tokenizer.json").write_text(json.dumps(keras_hub_config))
+    os.symlink("../elsewhere", preset / "hop")
+    (preset / link).parent.mkdir(parents=True, exist_ok=True)
+    target = target.format(elsewhere=elsewhere)
+    os.symlink(target, preset / link)
+    if isinstance(expected, bytes):
+        files, _ = read_tokenizer_files(str(preset))
+        assert files["tokenizer.model"] == expected
+        return
+    with pytest.raises(PresetError) as info:
+        Tokenizer.from_preset(preset)
+    message = str(info.value)
+    assert message.startswith(
+        f"{preset / link} is a symbolic link (to {target!r}), which {expected}"
+    )
+    assert "nothing behind it was read" in message
+    assert stat.S_ISFIFO(
+        os.lstat(elsewhere / "tokenizer/vocabulary.spm").st_mode
+    )
 
 
 def test_fifo_instead_of_a_file_is_refused_without_blocking(preset):
@@ -398,14 +449,18 @@ def test_save_refuses_a_symlinked_directory(tmp_path, source):
     assert sorted(p.name for p in real.iterdir()) == ["notes.txt"]
 
 
-def test_save_keeps_files_that_are_not_the_backbones(preset, source):
+def test_save_keeps_files_that_are_not_the_backbones(preset, source, outside):
     (preset / "tokenizer.json").write_text('{"vocabulary": 1}')
     (preset / "assets" / "tokenizer").mkdir(parents=True)
     (preset / "assets" / "tokenizer" / "vocabulary.spm").write_bytes(b"spm")
+    # A link is carried over as a link: nothing is read through it.
+    os.symlink(outside, preset / "assets" / "elsewhere")
     random_backbone(seed=4).save_to_preset(str(preset))
     assert (preset / "tokenizer.json").read_text() == '{"vocabulary": 1}'
     spm = preset / "assets" / "tokenizer" / "vocabulary.spm"
     assert spm.read_bytes() == b"spm"
+    assert os.readlink(preset / "assets" / "elsewhere") == str(outside)
+    assert_untouched(outside)
     assert_weights(
         Backbone.from_preset(str(preset)), weights_of(random_backbone(seed=4))
     )

@@ -5,11 +5,15 @@ blocks, group `g` running for layers `g * L / G` up to the next group's.
 Each shared block is one set of tensors
 (`albert.encoder.albert_layer_groups.{g}.albert_layers.{j}`), the
 backbone's `group_{g}_inner_layer_{j}` block. The pretraining heads
-(`predictions.*`, `sop_classifier.*`) are skipped. `hidden_act` is read
+(`predictions.*`, `sop_classifier.*`) are skipped; a masked-LM checkpoint
+without a pooler loads with `pooled_dense` initialized (and a warning).
+`hidden_act` is read
 and written as BERT's (`"gelu"` is the exact GELU, the tanh
 approximations `"gelu_approximate"`); absent, it is `AlbertConfig`'s
 default `"gelu_new"`.
 """
+
+import dataclasses
 
 from keras_nlp.models.bert.bert_huggingface import ENCODER_IGNORED_FIELDS
 from keras_nlp.models.bert.bert_huggingface import POSITION_IDS
@@ -106,7 +110,11 @@ WEIGHTS = [
     *layer_norm_rows(
         _BLOCK + "feedforward_layer_norm", _LAYER + "full_layer_layer_norm"
     ),
-    *linear_rows("pooled_dense", "albert.pooler"),
+    # Absent from masked-LM checkpoints (`AlbertForMaskedLM`).
+    *[
+        dataclasses.replace(row, optional=True)
+        for row in linear_rows("pooled_dense", "albert.pooler")
+    ],
 ]
 
 ALBERT = register_family(

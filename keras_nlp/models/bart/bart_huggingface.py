@@ -41,6 +41,10 @@ def _same(hf, encoder, decoder):
 def _from_hf(hf):
     hf.expect("activation_function", ("gelu",), default="gelu")
     hf.expect("scale_embedding", (False,), default=False)
+    # Ties `encoder.embed_tokens` and `decoder.embed_tokens` to `shared`
+    # (true in transformers 5's configs); untied, each could differ from
+    # the one embedding the backbone has.
+    hf.expect("tie_word_embeddings", (True,), default=True)
     layers = _same(hf, "encoder_layers", "decoder_layers")
     stored = hf.get("num_hidden_layers", layers)
     if stored != layers:

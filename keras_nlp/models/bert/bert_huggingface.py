@@ -3,8 +3,10 @@
 A `BertModel` checkpoint (no prefix) and a `BertForMaskedLM` or
 `BertForPreTraining` one (`bert.` prefix, plus the `cls.*` heads, which a
 backbone drops) both load; so do older checkpoints that name LayerNorm
-weights `gamma`/`beta`. Export writes `BertModel`'s tensors under the
-`bert.` prefix, which every BERT class of Hugging Face loads.
+weights `gamma`/`beta`. A `BertForMaskedLM` checkpoint has no pooler: the
+backbone's `pooled_dense` then keeps its initial values, with a warning
+(the pooled output is untrained). Export writes `BertModel`'s tensors
+under the `bert.` prefix, which every BERT class of Hugging Face loads.
 
 `hidden_act` chooses the backbone's `hidden_activation`: `"gelu"` (the
 exact, erf-based GELU of Hugging Face's BERTs) is `"gelu"`, so those
@@ -132,6 +134,10 @@ def read_encoder(hf, layer_norm_epsilon):
     # A causal (decoder) BERT, or one with cross-attention.
     hf.expect("is_decoder", (False,), default=False)
     hf.expect("add_cross_attention", (False,), default=False)
+    # Ties the masked-LM head's decoder to the token embedding (true in
+    # transformers 5's configs): the head is not the backbone's, so
+    # either value builds the same backbone.
+    hf.get("tie_word_embeddings")
     epsilon = hf.get("layer_norm_eps", layer_norm_epsilon)
     if epsilon != layer_norm_epsilon:
         hf.unsupported("layer_norm_eps", epsilon, [layer_norm_epsilon])
@@ -195,8 +201,11 @@ WEIGHTS = [
     Weight("embeddings_layer_norm/gamma", "bert.embeddings.LayerNorm.weight"),
     Weight("embeddings_layer_norm/beta", "bert.embeddings.LayerNorm.bias"),
     *encoder_block_weights("transformer_layer_{i}/", "bert.encoder.layer.{i}."),
-    Weight("pooled_dense/kernel", "bert.pooler.dense.weight", KERNEL),
-    Weight("pooled_dense/bias", "bert.pooler.dense.bias"),
+    # Absent from masked-LM checkpoints.
+    Weight(
+        "pooled_dense/kernel", "bert.pooler.dense.weight", KERNEL, optional=True
+    ),
+    Weight("pooled_dense/bias", "bert.pooler.dense.bias", optional=True),
 ]
 
 BERT = register_family(

@@ -18,6 +18,8 @@ def _from_hf(hf):
     hf.expect("activation", ("gelu",), default="gelu")
     # Sinusoidal positions are stored in the position table all the same.
     hf.expect("sinusoidal_pos_embds", (False, True), default=False)
+    # Ties the masked-LM head (`vocab_projector`), not the backbone's.
+    hf.get("tie_word_embeddings")
     return {
         "vocabulary_size": hf.require("vocab_size"),
         "num_layers": hf.require("n_layers"),

@@ -240,6 +240,7 @@ def build_bert_style(
     project_before_dropout=False,
     embeddings_layer=None,
     pooled=True,
+    pooled_output=True,
     blocks=None,
     padding_mask=True,
     dtype=None,
@@ -267,6 +268,10 @@ def build_bert_style(
             as in `bert_embeddings`.
         pooled: bool. Add `pooled_dense` and output
             `{"sequence_output", "pooled_output"}`.
+        pooled_output: bool. With `pooled`, whether the outputs use the
+            pooler; `False` keeps `pooled_dense` (built, its weights
+            loaded and saved) outside the graph, the sequence output
+            alone being the output (RoBERTa's `keep_pooler`).
         blocks: the blocks in call order, or `None` for `num_layers`
             attention blocks `transformer_layer_{i}`. The attribute
             `transformer_layers` lists each distinct block once.
@@ -322,11 +327,14 @@ def build_bert_style(
             dtype=dtype,
             name="pooled_dense",
         )
+        if not pooled_output:
+            # Outside the graph: built here, tracked as an attribute.
+            backbone.pooled_dense.build((None, hidden_dim))
     init_encoder_graph(
         backbone,
         embed,
         blocks,
-        pooler=backbone.pooled_dense,
+        pooler=backbone.pooled_dense if pooled_output else None,
         segment_ids=num_segments is not None,
         padding_mask=padding_mask,
         dtype=dtype,

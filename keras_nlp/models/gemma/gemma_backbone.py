@@ -1,5 +1,7 @@
 """Gemma and Gemma 2 decoder backbone."""
 
+import math
+
 import keras
 from keras import ops
 
@@ -38,6 +40,7 @@ def build_gemma_stack(
     dropout,
     attention_options,
     use_bidirectional_attention=False,
+    query_pre_attn_scalar=None,
     init_graph=init_decoder_graph,
     dtype=None,
     **kwargs,
@@ -56,6 +59,9 @@ def build_gemma_stack(
         attention_options: callable mapping a block index to a dict of
             further `gemma_attention` arguments for that block (its
             sliding window, RoPE wavelength and scaling, q/k norms).
+        query_pre_attn_scalar: float or `None`: queries are scaled by
+            `query_pre_attn_scalar ** -0.5` in every block (see
+            `gemma_attention`); `None` follows `query_head_dim_normalize`.
         init_graph: wires the functional graph, called like
             `keras_nlp.models.decoder.init_decoder_graph` (the default);
             a multimodal backbone passes its own.
@@ -83,6 +89,7 @@ def build_gemma_stack(
                 num_key_value_heads=num_key_value_heads,
                 head_dim=head_dim,
                 query_head_dim_normalize=query_head_dim_normalize,
+                query_pre_attn_scalar=query_pre_attn_scalar,
                 logit_soft_cap=attention_logit_soft_cap,
                 layer_norm_epsilon=layer_norm_epsilon,
                 use_bidirectional_attention=use_bidirectional_attention,
@@ -140,6 +147,24 @@ SHARED_ARGUMENTS = (
 )
 
 
+def check_query_pre_attn_scalar(value):
+    """Raises a `ValueError` unless `value` is `None` or a positive, finite
+    number."""
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ValueError(
+            "`query_pre_attn_scalar` must be a positive number (queries are "
+            "scaled by its inverse square root) or None. Received: "
+            f"query_pre_attn_scalar={value!r}."
+        )
+
+
 def build_gemma_stack_from(backbone, arguments, **options):
     """`build_gemma_stack` with a backbone constructor's own arguments.
 
@@ -147,16 +172,17 @@ def build_gemma_stack_from(backbone, arguments, **options):
         backbone: the backbone being constructed.
         arguments: dict, the constructor's `locals()`: its
             `SHARED_ARGUMENTS` are passed on as they are, with its
-            `use_bidirectional_attention` if it has one and its `**kwargs`.
+            `use_bidirectional_attention` and `query_pre_attn_scalar` if it
+            has them, and its `**kwargs`.
             A local variable must not reuse the name of one of them.
         **options: the rest of `build_gemma_stack`'s arguments (`ffw_dim`,
             `attention_options`, `init_graph`).
     """
     shared = {name: arguments[name] for name in SHARED_ARGUMENTS}
-    if "use_bidirectional_attention" in arguments:
-        shared["use_bidirectional_attention"] = arguments[
-            "use_bidirectional_attention"
-        ]
+    for name in ("use_bidirectional_attention", "query_pre_attn_scalar"):
+        if name in arguments:
+            shared[name] = arguments[name]
+    check_query_pre_attn_scalar(arguments.get("query_pre_attn_scalar"))
     build_gemma_stack(backbone, **shared, **options, **arguments["kwargs"])
 
 
@@ -205,6 +231,12 @@ class GemmaBackbone(Backbone):
         dropout: float. Dropout rate used in training. Defaults to `0`.
         dtype: string or `keras.DTypePolicy`. Variable and compute dtype.
             Normalizations and attention softmaxes always run in float32.
+        query_pre_attn_scalar: float or `None`. Keyword-only. Scale queries
+            by `query_pre_attn_scalar ** -0.5` (Hugging Face's Gemma 2
+            field), for a value that is neither `head_dim` nor
+            `hidden_dim // num_query_heads`; it replaces
+            `query_head_dim_normalize`. Defaults to `None` (that flag
+            decides).
         **kwargs: Forwarded to `keras.Model` (e.g. `name`).
 
     Example:
@@ -255,6 +287,8 @@ class GemmaBackbone(Backbone):
         layer_norm_epsilon=1e-6,
         dropout=0,
         dtype=None,
+        *,
+        query_pre_attn_scalar=None,
         **kwargs,
     ):
         def attention_options(index):

@@ -29,6 +29,7 @@ def gemma_attention(
     query_head_dim_normalize=True,
     logit_soft_cap=None,
     sliding_window_size=None,
+    query_pre_attn_scalar=None,
     rope_wavelength=10_000.0,
     rope_scaling_factor=1.0,
     use_query_key_norm=False,
@@ -48,6 +49,9 @@ def gemma_attention(
             if `True`, else by `(hidden_dim // num_query_heads) ** -0.5`.
         logit_soft_cap: float or `None`. Attention logit soft cap.
         sliding_window_size: int or `None`. The local window, if any.
+        query_pre_attn_scalar: float or `None`. Scale queries by
+            `query_pre_attn_scalar ** -0.5` instead (Hugging Face's Gemma 2
+            and 3 field, for values that are neither of the two above).
         rope_wavelength: float. Base wavelength of the rotary embedding.
         rope_scaling_factor: float. Its position scaling.
         use_query_key_norm: bool. Zero-centered RMS norms on query and key
@@ -60,7 +64,9 @@ def gemma_attention(
     Returns:
         A `CachedGroupedQueryAttention` named `attention`.
     """
-    if query_head_dim_normalize:
+    if query_pre_attn_scalar is not None:
+        query_scale = float(query_pre_attn_scalar) ** -0.5
+    elif query_head_dim_normalize:
         query_scale = head_dim**-0.5
     else:
         query_scale = (hidden_dim // num_query_heads) ** -0.5

@@ -12,8 +12,10 @@ configs and models):
   zero-centered norms hold them: copied unchanged.
 - `intermediate_size` is one feed-forward branch; ours counts both.
 - Queries are scaled by `head_dim ** -0.5` (Gemma) or
-  `query_pre_attn_scalar ** -0.5` (Gemma 2): that scalar must be
-  `head_dim` or `hidden_size // num_attention_heads`.
+  `query_pre_attn_scalar ** -0.5` (Gemma 2): `head_dim` and
+  `hidden_size // num_attention_heads` are `query_head_dim_normalize`
+  (keras-hub's flag), any other positive value the backbone's
+  `query_pre_attn_scalar`; export writes the scalar back.
 - Gemma 1.0's configs say `"hidden_act": "gelu"`, but the models were
   trained with the tanh approximation that `transformers` used for them
   until late 2024 (and that keras-hub and we use): `"gelu"` is read as
@@ -21,6 +23,8 @@ configs and models):
 - The output projection is the token embedding (tied); an `lm_head.weight`
   copy is ignored.
 """
+
+import math
 
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
@@ -151,24 +155,44 @@ def write_gemma_common(config, intermediate_size):
 
 
 def read_query_scale(hf, config, default):
-    """`query_head_dim_normalize` from `query_pre_attn_scalar`."""
+    """Our query scale arguments from `query_pre_attn_scalar`.
+
+    `head_dim` and `hidden_size // num_attention_heads` are
+    `query_head_dim_normalize` (as keras-hub spells them); any other
+    positive number is `query_pre_attn_scalar` itself.
+
+    Returns:
+        `{"query_head_dim_normalize": ..., "query_pre_attn_scalar": ...}`.
+    """
     scalar = hf.get("query_pre_attn_scalar", default)
     head_dim = config["head_dim"]
     implied = config["hidden_dim"] // config["num_query_heads"]
     if scalar == head_dim:
-        return True
+        return {"query_head_dim_normalize": True, "query_pre_attn_scalar": None}
     if scalar == implied:
-        return False
-    hf.unsupported(
-        "query_pre_attn_scalar",
-        scalar,
-        [head_dim, implied],
-        why=" (queries are scaled by head_dim or hidden_size // "
-        "num_attention_heads)",
-    )
+        return {
+            "query_head_dim_normalize": False,
+            "query_pre_attn_scalar": None,
+        }
+    if (
+        isinstance(scalar, bool)
+        or not isinstance(scalar, (int, float))
+        or not math.isfinite(scalar)
+        or scalar <= 0
+    ):
+        hf.unsupported(
+            "query_pre_attn_scalar",
+            scalar,
+            why=" (queries are scaled by its inverse square root: it must "
+            "be a positive number)",
+        )
+    return {"query_head_dim_normalize": True, "query_pre_attn_scalar": scalar}
 
 
 def write_query_scale(config):
+    """`query_pre_attn_scalar` of our config."""
+    if config.get("query_pre_attn_scalar") is not None:
+        return config["query_pre_attn_scalar"]
     if config["query_head_dim_normalize"]:
         return config["head_dim"]
     return config["hidden_dim"] // config["num_query_heads"]
@@ -250,7 +274,7 @@ def _from_hf(hf):
             "sliding_window_size", size, [window], why=" (two window sizes)"
         )
     config.update(
-        query_head_dim_normalize=read_query_scale(hf, config, 256),
+        **read_query_scale(hf, config, 256),
         use_post_attention_norm=True,
         use_post_ffw_norm=True,
         attention_logit_soft_cap=hf.get("attn_logit_softcapping"),
@@ -289,6 +313,7 @@ def _to_hf(config):
         }
     gemma2_only = {
         "query_head_dim_normalize": (config["query_head_dim_normalize"], True),
+        "query_pre_attn_scalar": (config.get("query_pre_attn_scalar"), None),
         "attention_logit_soft_cap": (config["attention_logit_soft_cap"], None),
         "final_logit_soft_cap": (config["final_logit_soft_cap"], None),
         "use_sliding_window_attention": (

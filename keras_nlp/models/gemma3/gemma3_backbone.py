@@ -28,12 +28,51 @@ POOLING_DIMS = ("hidden", "pooling_intermediate")
 EMBEDDING_PROJECTION_DIMS = ("pooling_intermediate", "embedding")
 
 
+# The values of `layer_types` (Hugging Face's names).
+LAYER_TYPES = ("sliding_attention", "full_attention")
+
+
 def is_local_layer(index, use_sliding_window_attention):
-    """Whether block `index` uses the sliding window (a "local" layer)."""
+    """Whether block `index` uses the sliding window (a "local" layer) in
+    the default pattern: five local blocks, then one global."""
     return (
         use_sliding_window_attention
         and index % GLOBAL_LAYER_PERIOD < GLOBAL_LAYER_PERIOD - 1
     )
+
+
+def local_layers(num_layers, use_sliding_window_attention, layer_types=None):
+    """Whether each block is local: as `layer_types` says, or else in the
+    default pattern (`is_local_layer`).
+
+    Raises:
+        ValueError: `layer_types` is not a list of `num_layers` of
+            `LAYER_TYPES`, or has sliding layers while
+            `use_sliding_window_attention` is off.
+    """
+    if layer_types is None:
+        return [
+            is_local_layer(i, use_sliding_window_attention)
+            for i in range(num_layers)
+        ]
+    if (
+        not isinstance(layer_types, (list, tuple))
+        or len(layer_types) != num_layers
+        or not all(t in LAYER_TYPES for t in layer_types)
+    ):
+        raise ValueError(
+            f"`layer_types` must be a list of {num_layers} (num_layers) of "
+            f"{LAYER_TYPES}, one per block, or None. Received: "
+            f"layer_types={layer_types!r}."
+        )
+    local = [t == "sliding_attention" for t in layer_types]
+    if any(local) and not use_sliding_window_attention:
+        raise ValueError(
+            "`layer_types` has sliding_attention blocks but "
+            "use_sliding_window_attention=False; pass "
+            "use_sliding_window_attention=True to use the window."
+        )
+    return local
 
 
 def vision_encoder_from(value):
@@ -253,8 +292,9 @@ class Gemma3Backbone(Backbone):
             logits (`reverse=True`); it does not affect this model's output.
             Defaults to `None`.
         use_sliding_window_attention: bool. If `True`, all blocks but every
-            sixth one attend only within a local window. Defaults to
-            `False` (every block is global).
+            sixth one attend only within a local window (or those that
+            `layer_types` says). Defaults to `False` (every block is
+            global).
         sliding_window_size: int. Width of that window. Defaults to `1024`.
         local_rope_scaling_factor: float. RoPE position scaling of the local
             blocks. Defaults to `1.0`.
@@ -287,6 +327,17 @@ class Gemma3Backbone(Backbone):
             `None`.
         dtype: string or `keras.DTypePolicy`. Variable and compute dtype.
             Normalizations and attention softmaxes always run in float32.
+        layer_types: list of str or `None`. Keyword-only. With
+            `use_sliding_window_attention`, which blocks are local: one of
+            `"sliding_attention"` (local: window, local RoPE) or
+            `"full_attention"` (global) per block, as Hugging Face's
+            `layer_types`. Defaults to `None`: five local, one global.
+        query_pre_attn_scalar: float or `None`. Keyword-only. Scale queries
+            by `query_pre_attn_scalar ** -0.5` (Hugging Face's field), for
+            a value that is neither `head_dim` nor
+            `hidden_dim // num_query_heads`; it replaces
+            `query_head_dim_normalize`. Defaults to `None` (that flag
+            decides).
         **kwargs: Forwarded to `keras.Model` (e.g. `name`).
 
     Example:
@@ -388,15 +439,21 @@ class Gemma3Backbone(Backbone):
         pooling_intermediate_dim=None,
         embedding_dim=None,
         dtype=None,
+        *,
+        layer_types=None,
+        query_pre_attn_scalar=None,
         **kwargs,
     ):
         vision_encoder = vision_encoder_from(vision_encoder)
         check_embedding_head_arguments(
             is_embedding_model, pooling_intermediate_dim, embedding_dim
         )
+        local_blocks = local_layers(
+            num_layers, use_sliding_window_attention, layer_types
+        )
 
         def attention_options(index):
-            local = is_local_layer(index, use_sliding_window_attention)
+            local = local_blocks[index]
             return dict(
                 sliding_window_size=sliding_window_size if local else None,
                 rope_wavelength=(
@@ -419,7 +476,7 @@ class Gemma3Backbone(Backbone):
             init_graph=self._graph(
                 vision_encoder,
                 image_size,
-                use_sliding_window_attention,
+                local_blocks,
                 sliding_window_size,
                 use_bidirectional_attention,
                 (
@@ -440,7 +497,7 @@ class Gemma3Backbone(Backbone):
     def _graph(
         vision_encoder,
         image_size,
-        use_sliding_window_attention,
+        local_blocks,
         sliding_window_size,
         use_bidirectional_attention,
         pooling_head,
@@ -485,7 +542,7 @@ class Gemma3Backbone(Backbone):
                     # (and applies its own causal and window masks).
                     x = block(x, padding_mask=inputs["padding_mask"])
                     continue
-                local = is_local_layer(index, use_sliding_window_attention)
+                local = local_blocks[index]
                 window = sliding_window_size if local else None
                 if window not in masks:
                     masks[window] = VisionAttentionMask(

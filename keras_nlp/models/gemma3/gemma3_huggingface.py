@@ -11,10 +11,12 @@ models):
 
 - Gemma 3's blocks always have the four norms and the query/key norms.
 - Layer `i` is local (sliding window) unless `(i + 1) % 6 == 0`
-  (`sliding_window_pattern` 6, or `layer_types`); local layers use RoPE
-  base `rope_local_base_freq` (10k), global ones `rope_theta` (1M), which
-  our backbone fixes. Linear RoPE scaling is read per layer type from
-  `rope_scaling` (global, transformers 4.x) or `rope_parameters`
+  (`sliding_window_pattern` 6); `layer_types` (or another
+  `sliding_window_pattern`) may say otherwise, which the backbone's
+  `layer_types` holds. Local layers use RoPE base `rope_local_base_freq`
+  (10k), global ones `rope_theta` (1M), which our backbone fixes.
+  Linear RoPE scaling is read per layer type from `rope_scaling`
+  (global, transformers 4.x) or `rope_parameters`
   (`{"full_attention": ..., "sliding_attention": ...}`, 5.x).
 - `gemma3`'s nested `text_config` and `vision_config` hold only the fields
   that differ from their classes' defaults; those defaults are applied.
@@ -37,20 +39,21 @@ from keras_nlp.models.gemma.gemma_huggingface import gemma_weights
 from keras_nlp.models.gemma.gemma_huggingface import read_activation
 from keras_nlp.models.gemma.gemma_huggingface import read_gemma_common
 from keras_nlp.models.gemma.gemma_huggingface import read_query_scale
-from keras_nlp.models.gemma.gemma_huggingface import read_window_pattern
 from keras_nlp.models.gemma.gemma_huggingface import write_gemma_common
 from keras_nlp.models.gemma.gemma_huggingface import write_query_scale
-from keras_nlp.models.gemma.gemma_huggingface import write_window_pattern
 from keras_nlp.models.gemma3.gemma3_backbone import GLOBAL_LAYER_PERIOD
 from keras_nlp.models.gemma3.gemma3_backbone import GLOBAL_ROPE_WAVELENGTH
+from keras_nlp.models.gemma3.gemma3_backbone import LAYER_TYPES
 from keras_nlp.models.gemma3.gemma3_backbone import LOCAL_ROPE_WAVELENGTH
 from keras_nlp.models.gemma3.gemma3_backbone import is_local_layer
+from keras_nlp.models.gemma3.gemma3_backbone import local_layers
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceConfig
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Transpose
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import windowed_layers
 
 # `Gemma3TextConfig`'s and `SiglipVisionConfig`'s defaults, for the nested
 # configs of `gemma3` (which omit them).
@@ -104,6 +107,30 @@ def _local(index):
     return is_local_layer(index, True)
 
 
+def _pattern(hf):
+    """`index -> local` of `sliding_window_pattern` (every n-th layer
+    global; `_sliding_window_pattern` in some configs), for configs
+    without `layer_types` (with it, only a description of them)."""
+    period = GLOBAL_LAYER_PERIOD
+    for field in ("sliding_window_pattern", "_sliding_window_pattern"):
+        value = hf.get(field)
+        if value is None or hf.data.get("layer_types") is not None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            hf.unsupported(field, value, why=" (expected a positive integer)")
+        period = value
+    return lambda index: (index + 1) % period != 0
+
+
+def _period(local):
+    """The `sliding_window_pattern` of a list of local flags (every n-th
+    layer global), or None when it has none."""
+    for period in range(1, len(local) + 2):
+        if local == [(i + 1) % period != 0 for i in range(len(local))]:
+            return period
+    return None
+
+
 def _rope_entry(hf, field, entry, theta):
     """`(theta, factor)` of one layer type's RoPE dict (or None)."""
     if entry is None:
@@ -122,8 +149,9 @@ def _rope_entry(hf, field, entry, theta):
     return entry.get("rope_theta", theta), factor
 
 
-def read_gemma3_rope(hf, num_layers, use_window):
-    """`(local_factor, global_factor)`; checks both RoPE bases."""
+def read_gemma3_rope(hf, local):
+    """`(local_factor, global_factor)`; checks both RoPE bases (`local`:
+    whether each layer is local)."""
     parameters = hf.get("rope_parameters")
     scaling = hf.get("rope_scaling")
     theta = hf.get("rope_theta", GLOBAL_ROPE_WAVELENGTH)
@@ -152,7 +180,6 @@ def read_gemma3_rope(hf, num_layers, use_window):
     local_rope = _rope_entry(
         hf, "rope_parameters.sliding_attention", sliding, local_theta
     )
-    local = [is_local_layer(i, use_window) for i in range(num_layers)]
     for used, (base, _), fixed, field in (
         (any(local), local_rope, LOCAL_ROPE_WAVELENGTH, "rope_local_base_freq"),
         (not all(local), global_rope, GLOBAL_ROPE_WAVELENGTH, "rope_theta"),
@@ -168,22 +195,21 @@ def read_gemma3_text(hf):
     read_activation(hf, legacy_gelu=False)
     hf.get("hidden_act")  # Gemma 3 models read hidden_activation only.
     num_layers = config["num_layers"]
-    for field in ("sliding_window_pattern", "_sliding_window_pattern"):
-        # With `layer_types`, only a description of them.
-        if "layer_types" in hf:
-            hf.get(field)
-        else:
-            hf.expect(field, (GLOBAL_LAYER_PERIOD,), default=None)
-    use_window = read_window_pattern(hf, num_layers, _local)
+    local = windowed_layers(hf, num_layers, _pattern(hf))
+    use_window = any(local)
+    layer_types = None
+    if local != [_local(i) for i in range(num_layers)] and use_window:
+        layer_types = [LAYER_TYPES[not windowed] for windowed in local]
     window = hf.get("sliding_window")
     if use_window and window is None:
         hf.unsupported(
             "sliding_window", window, why=" (sliding layers need a size)"
         )
-    local_factor, global_factor = read_gemma3_rope(hf, num_layers, use_window)
+    local_factor, global_factor = read_gemma3_rope(hf, local)
     config.update(
         image_size=None,
-        query_head_dim_normalize=read_query_scale(hf, config, 256),
+        **read_query_scale(hf, config, 256),
+        layer_types=layer_types,
         use_query_key_norm=True,
         use_post_ffw_norm=True,
         use_post_attention_norm=True,
@@ -291,6 +317,24 @@ def _from_hf(hf):
     return config
 
 
+def _write_layers(config):
+    """`sliding_window`, `layer_types` and (where the pattern has one)
+    `sliding_window_pattern`: transformers 4.x reads the pattern only."""
+    local = local_layers(
+        config["num_layers"],
+        config["use_sliding_window_attention"],
+        config.get("layer_types"),
+    )
+    fields = {
+        "sliding_window": config["sliding_window_size"],
+        "layer_types": [LAYER_TYPES[not windowed] for windowed in local],
+    }
+    period = _period(local) if any(local) else GLOBAL_LAYER_PERIOD
+    if period is not None:
+        fields["sliding_window_pattern"] = period
+    return fields
+
+
 def _write_text(config):
     for name in (
         "use_query_key_norm",
@@ -323,8 +367,7 @@ def _write_text(config):
         "query_pre_attn_scalar": write_query_scale(config),
         "attn_logit_softcapping": config["attention_logit_soft_cap"],
         "final_logit_softcapping": config["final_logit_soft_cap"],
-        **write_window_pattern(config, _local),
-        "sliding_window_pattern": GLOBAL_LAYER_PERIOD,
+        **_write_layers(config),
         "rope_theta": GLOBAL_ROPE_WAVELENGTH,
         "rope_local_base_freq": LOCAL_ROPE_WAVELENGTH,
         "rope_parameters": {

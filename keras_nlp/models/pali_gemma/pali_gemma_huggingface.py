@@ -158,6 +158,17 @@ def _image_token_index(hf):
 def _from_hf(hf):
     text = _text_config(hf)
     config = GEMMA.config_from_hf(text)
+    # Gemma 2's other query scalars: GemmaBackbone's option only.
+    scalar = config.pop("query_pre_attn_scalar", None)
+    if scalar is not None:
+        text.unsupported(
+            "query_pre_attn_scalar",
+            scalar,
+            [
+                config["head_dim"],
+                config["hidden_dim"] // config["num_query_heads"],
+            ],
+        )
     hidden_dim = config["hidden_dim"]
     vision = nested_config(hf, "vision_config", VISION_DEFAULTS)
     tower = read_siglip(vision)

@@ -7,7 +7,9 @@ then the up projection. The 128k models' `rope_scaling` type `"longrope"`
 (formerly `"su"`) is our `rope_scaling_type="su"`: `max_position_embeddings`
 and `original_max_position_embeddings` become `max_sequence_length` and
 `pretraining_sequence_length`, which choose the short or long factors and
-the cosine amplitude as `transformers` does.
+the cosine amplitude as `transformers` does. transformers 5 writes these
+into one `rope_parameters` dict, with `rope_theta` and
+`partial_rotary_factor` (1.0): read as well.
 
 `sliding_window` (Phi-3 mini 4k: 2047), which `transformers` applies on
 every layer, is the backbone's `sliding_window`, with the same width: a
@@ -30,6 +32,7 @@ from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.fields import check_full_rotation
 from keras_nlp.saving.huggingface.fields import read_sizes
 from keras_nlp.saving.huggingface.fields import read_window
 from keras_nlp.saving.huggingface.fields import write_sizes
@@ -117,6 +120,8 @@ def _read_rope(hf, max_length):
     theta = rope.pop("rope_theta", theta)
     legacy = rope.pop("type", None)
     kind = rope.pop("rope_type", None) or legacy or "default"
+    # transformers 5 moves `partial_rotary_factor` (1.0) in here.
+    check_full_rotation(hf, field, rope)
     original = hf.get("original_max_position_embeddings", max_length)
     original = rope.pop("original_max_position_embeddings", original)
     if kind == "default":

@@ -12,10 +12,14 @@ choice) where `transformers` uses `rms_norm_eps`, which is `1e-6` in the
 released configs; for another value the difference is a few ulps of
 float32 for weights of usual scale.
 
+The expert count is `num_experts` (transformers 4) or `num_local_experts`
+(transformers 5); export writes `num_experts`, which both read.
+
 `output_router_logits` is not read: it only decides whether Hugging
 Face's forward returns the router logits (and the load-balancing loss).
 """
 
+from keras_nlp.models.gpt_neo_x.gpt_neo_x_huggingface import one_of
 from keras_nlp.models.llama.llama_huggingface import register_llama_style
 from keras_nlp.models.qwen3.qwen3_huggingface import QWEN3_WEIGHTS
 from keras_nlp.models.qwen3.qwen3_huggingface import read_qwen3
@@ -42,7 +46,10 @@ def _from_hf(hf):
     # Qwen 3's fields, with Hugging Face's Qwen3MoeConfig defaults for the
     # experts.
     config = read_qwen3(hf)
-    config["num_experts"] = hf.get("num_experts", 128)
+    # transformers 5 names the expert count `num_local_experts`.
+    config["num_experts"] = one_of(
+        hf, ("num_experts", "num_local_experts"), 128
+    )
     config["moe_intermediate_dim"] = hf.get("moe_intermediate_size", 768)
     config.update(read_sparsity(hf))
     return config

@@ -27,6 +27,13 @@ class RobertaBackbone(Backbone):
         max_sequence_length: int. Rows of the position embedding, the
             longest input the model takes. Defaults to `512`.
         dtype: string or `keras.DTypePolicy`. Variable and compute dtype.
+        keep_pooler: bool. Keyword-only. Also hold `pooled_dense`, a tanh
+            dense layer for the first token (Hugging Face's `RobertaModel`
+            pooler), whose weights load and save with the others but which
+            the outputs do not use (call `backbone.pooled_dense` on the
+            first token's output to pool). A Hugging Face checkpoint with a
+            pooler loads with `keep_pooler=True`, so that its export writes
+            the pooler back. Defaults to `False`.
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
     Returns (when called):
@@ -66,7 +73,7 @@ class RobertaBackbone(Backbone):
             token="embeddings/token_embedding/",
             position="embeddings/position_embedding/",
             segment=None,
-            pooled=False,
+            pooled=bool(config.get("keep_pooler")),
         )
 
     def __init__(
@@ -79,6 +86,8 @@ class RobertaBackbone(Backbone):
         dropout=0.1,
         max_sequence_length=512,
         dtype=None,
+        *,
+        keep_pooler=False,
         **kwargs,
     ):
         build_bert_style_from(
@@ -87,5 +96,6 @@ class RobertaBackbone(Backbone):
             activation="gelu",
             layer_norm_epsilon=1e-5,
             embeddings_layer="embeddings",
-            pooled=False,
+            pooled=bool(keep_pooler),
+            pooled_output=False,
         )

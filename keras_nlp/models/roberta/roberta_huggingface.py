@@ -10,9 +10,14 @@ first token, which is the same for right-padded (or unpadded) inputs.
 RoBERTa adds the token-type embedding of type 0 (`type_vocab_size` is 1)
 to every token; it is folded into the position table on import (the
 original checkpoints hold zeros there, fine-tuned ones need not) and
-written as zeros on export. The pooler (`RobertaModel`) and the masked-LM
-head (`lm_head.*`) are not the backbone's and are skipped.
+written as zeros on export. The masked-LM head (`lm_head.*`) and
+classification heads are not the backbone's and are skipped. A pooler
+(`RobertaModel` has one, `RobertaForMaskedLM` none), which the backbone
+does not use, is kept: a checkpoint with one loads with
+`keep_pooler=True`, so that the export writes it back.
 """
+
+import re
 
 from keras_nlp.models.bert.bert_huggingface import ENCODER_IGNORED_FIELDS
 from keras_nlp.models.bert.bert_huggingface import LAYER_NORM_OLD_NAMES
@@ -20,6 +25,7 @@ from keras_nlp.models.bert.bert_huggingface import POSITION_IDS
 from keras_nlp.models.bert.bert_huggingface import encoder_block_weights
 from keras_nlp.models.bert.bert_huggingface import read_encoder
 from keras_nlp.models.bert.bert_huggingface import write_encoder
+from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Pad
 from keras_nlp.saving.huggingface import Weight
@@ -80,11 +86,33 @@ def roberta_style_weights(prefix):
         *encoder_block_weights(
             "transformer_layer_{i}/", prefix + "encoder.layer.{i}."
         ),
+        # With `keep_pooler` only.
+        Weight(
+            "pooled_dense/kernel",
+            prefix + "pooler.dense.weight",
+            KERNEL,
+            optional=True,
+        ),
+        Weight(
+            "pooled_dense/bias", prefix + "pooler.dense.bias", optional=True
+        ),
     ]
 
 
+def pooler_options(prefix):
+    """`tensor_options`: `keep_pooler` when a checkpoint has a pooler
+    (under the regex `prefix` or none)."""
+    pooler = re.compile(rf"({prefix})?pooler\.dense\.(weight|bias)")
+
+    def options(names):
+        return {"keep_pooler": any(pooler.fullmatch(n) for n in names)}
+
+    return options
+
+
 def roberta_style_ignorable(prefix):
-    """Tensors of Hugging Face's RoBERTa classes a backbone skips."""
+    """Tensors of Hugging Face's RoBERTa classes a backbone skips (the
+    pooler, when built without `keep_pooler`)."""
     return (
         rf"({prefix})?pooler\.dense\.(weight|bias)",
         r"lm_head\..*",
@@ -108,6 +136,7 @@ def register_roberta_style(model_type, backbone, architecture):
             ignorable_tensors=roberta_style_ignorable(r"roberta\."),
             base_prefix="roberta.",
             old_names=LAYER_NORM_OLD_NAMES,
+            tensor_options=pooler_options(r"roberta\."),
         )
     )
 

@@ -3,11 +3,16 @@
 A checkpoint is `config.json` (with a `model_type`) and either
 `model.safetensors` or `model.safetensors.index.json` plus the files its
 `weight_map` names. Every file is opened through `PresetDirectory` (a
-regular file inside the directory, never a link) and the index may only
-name plain file names in the directory. Headers (names, shapes, dtypes) are
-read when the checkpoint is opened; values only by `read`, by slice, from a
-memory map that lives only as long as one `reading` block, so the pages a
-load touched leave the process with each tensor.
+regular file inside the directory, opened without following links except
+where its rules allow: a link inside the directory, or, in a Hugging Face
+cache snapshot `models--ORG--NAME/snapshots/REV/`, a link into that model's
+own `blobs/`) and the index may only name plain file names in the
+directory. safetensors then maps the very file behind the checked
+descriptor (`/proc/self/fd/N`), never a path looked up again. Headers
+(names, shapes, dtypes) are read when the checkpoint is opened; values only
+by `read`, by slice, from a memory map that lives only as long as one
+`reading` block, so the pages a load touched leave the process with each
+tensor.
 """
 
 import contextlib

@@ -5,12 +5,29 @@ JSON header of names, dtypes, shapes and byte offsets, then the bytes), so
 the header is known before any value is gathered and each tensor is
 written as soon as it is assembled: besides the model, the host holds one
 converted tensor (and the variables it is made of).
+
+`config.json` is the family's translation of the backbone's config, plus
+what the translation cannot know, from the checkpoint the backbone was
+loaded from (`remember_import`):
+
+- `bos_token_id`, `eos_token_id` and `pad_token_id`: the tokenizer's when
+  one is given (`token_ids`), else the imported config's; an id outside
+  the vocabulary is written as null (with a warning), and so is an unknown
+  one, so that `transformers` does not fall back to its class's default
+  (GPT-2's 50256, Phi-3's 32000) whatever the vocabulary.
+- The RoPE fields (`rope_theta`, `rope_scaling`, `rope_parameters`,
+  `rope_local_base_freq`) and `max_position_embeddings` exactly as read,
+  when the backbone still has the config it was loaded with (its
+  translation is unchanged): a Llama 3.1 checkpoint's 131072 positions
+  stay 131072.
 """
 
+import copy
 import json
 import math
 import os
 import struct
+import warnings
 
 import numpy as np
 
@@ -176,12 +193,150 @@ def _group(tensors, max_bytes):
     return files
 
 
+# What an import keeps for the export (see the module docstring).
+TOKEN_ID_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id")
+ROPE_FIELDS = (
+    "rope_theta",
+    "rope_scaling",
+    "rope_parameters",
+    "rope_local_base_freq",
+)
+KEPT_FIELDS = ("max_position_embeddings",)
+# Nested configs (Gemma 3's, PaliGemma's text model) restored alike.
+NESTED_CONFIGS = ("text_config",)
+_IMPORTED = "_huggingface_import"
+
+
+class ImportedConfig:
+    """The `config.json` a backbone was loaded from, and the arguments it
+    was built with (to tell whether it has changed since)."""
+
+    def __init__(self, data, config):
+        self.data = copy.deepcopy(dict(data))
+        self.config = dict(config)
+
+
+def remember_import(backbone, data, config):
+    """Keeps, on `backbone`, the checkpoint's `config.json` `data` and the
+    `config` it was built with, for `write_huggingface`."""
+    setattr(backbone, _IMPORTED, ImportedConfig(data, config))
+
+
+def imported_config(backbone):
+    """The `ImportedConfig` of a backbone loaded from a Hugging Face
+    checkpoint, or None."""
+    return getattr(backbone, _IMPORTED, None)
+
+
+def _restore_read_fields(fields, data):
+    """Puts the RoPE fields and `KEPT_FIELDS` of `data` (as read) into
+    `fields` (as exported), in place, nested configs too."""
+    if any(key in data for key in ROPE_FIELDS):
+        for key in ROPE_FIELDS:
+            fields.pop(key, None)
+        for key in ROPE_FIELDS:
+            if key in data:
+                fields[key] = copy.deepcopy(data[key])
+    for key in KEPT_FIELDS:
+        if key in data:
+            fields[key] = copy.deepcopy(data[key])
+    for key in NESTED_CONFIGS:
+        if isinstance(fields.get(key), dict) and isinstance(
+            data.get(key), dict
+        ):
+            _restore_read_fields(fields[key], data[key])
+
+
+def _unchanged(family, imported, config):
+    """Whether the family writes the same translation for `config` as for
+    the config the backbone was loaded with."""
+    # Arguments the import left to their defaults are the current ones.
+    loaded = {**config, **imported.config}
+    try:
+        return family.export_config(loaded) == family.export_config(config)
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _valid_id(value, vocabulary_size):
+    """`value` (an id or a list of ids) without the ids outside the
+    vocabulary; None when none is left."""
+    if isinstance(value, (list, tuple)):
+        kept = [v for v in value if _valid_id(v, vocabulary_size) is not None]
+        return kept or None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        return None
+    if vocabulary_size is not None and value >= vocabulary_size:
+        return None
+    return value
+
+
+def _read_id(data, field):
+    value = data.get(field)
+    for key in NESTED_CONFIGS:
+        if value is None and isinstance(data.get(key), dict):
+            value = data[key].get(field)
+    return value
+
+
+def token_id_fields(fields, config, imported, token_ids):
+    """`bos_token_id`, `eos_token_id` and `pad_token_id` for `config.json`.
+
+    Args:
+        fields: the family's `config.json` fields; ids it writes itself
+            (RoBERTa's padding id, part of its architecture) stay.
+        config: our config (its `vocabulary_size` bounds the ids).
+        imported: the `ImportedConfig`, or None.
+        token_ids: dict of those fields from the tokenizer, or None; a
+            field it has (None included) wins over the imported one.
+
+    Returns:
+        A dict of the fields the family does not write, each an id (or
+        a list of EOS ids) in the vocabulary, or None.
+    """
+    vocabulary_size = config.get("vocabulary_size")
+    out, dropped = {}, []
+    for field in TOKEN_ID_FIELDS:
+        if field in fields:
+            continue
+        if token_ids is not None and field in token_ids:
+            value = token_ids[field]
+        elif imported is not None:
+            value = _read_id(imported.data, field)
+        else:
+            value = None
+        if isinstance(value, tuple):
+            value = list(value)
+        out[field] = _valid_id(value, vocabulary_size)
+        if value is not None and out[field] != value:
+            kept = f" (kept {out[field]!r})" if out[field] else ""
+            dropped.append(f"{field}={value!r}{kept}")
+    if dropped:
+        warnings.warn(
+            f"Token id(s) outside the vocabulary ({vocabulary_size} tokens) "
+            f"are not written to config.json: {', '.join(dropped)}.",
+            stacklevel=4,
+        )
+    return out
+
+
+def export_fields(backbone, family, config, token_ids=None):
+    """The `config.json` fields of `backbone` (see the module docstring),
+    but `torch_dtype`."""
+    fields = family.export_config(config)
+    imported = imported_config(backbone)
+    if imported is not None and _unchanged(family, imported, config):
+        _restore_read_fields(fields, imported.data)
+    fields.update(token_id_fields(fields, config, imported, token_ids))
+    return fields
+
+
 def _open_new(path):
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     return os.fdopen(os.open(path, flags, 0o666), "wb")
 
 
-def write_huggingface(backbone, directory, max_shard_size=None):
+def write_huggingface(backbone, directory, max_shard_size=None, token_ids=None):
     """Writes `backbone` into `directory` as a Hugging Face checkpoint.
 
     Every process must call this (gathers are collective); only process 0
@@ -194,6 +349,9 @@ def write_huggingface(backbone, directory, max_shard_size=None):
             into `model-0000k-of-0000n.safetensors` files of at most this
             size (a larger tensor gets a file of its own), listed in
             `model.safetensors.index.json`.
+        token_ids: dict of `bos_token_id`, `eos_token_id` and
+            `pad_token_id` (the tokenizer's), or None: the ids the
+            backbone was loaded with, if any.
 
     Returns:
         The names of the files written.
@@ -206,7 +364,7 @@ def write_huggingface(backbone, directory, max_shard_size=None):
             "format (it has no place for them). Save it with "
             "format='keras', which merges them, and load that preset."
         )
-    hf_config = family.export_config(config)
+    hf_config = export_fields(backbone, family, config, token_ids)
     tensors = _plan_tensors(backbone, family)
     hf_config["torch_dtype"] = tensors[0].dtype if tensors else "float32"
     total = sum(t.nbytes for t in tensors)

@@ -11,6 +11,8 @@ the same way).
 
 import dataclasses
 
+from keras_nlp.saving.huggingface.field_checks import check_field
+from keras_nlp.saving.huggingface.field_checks import check_heads
 from keras_nlp.saving.preset_files import PresetError
 from keras_nlp.saving.registry import registered_backbones
 
@@ -91,12 +93,24 @@ class HuggingFaceConfig:
     `config_from_hf` reads every field it translates through this object;
     `check_all_read` then fails on any field that was neither read nor
     ignored, so a field that changes the model is never dropped silently.
+    Every value read is checked against its field's kind
+    (`field_checks.FIELD_KINDS`: types, ranges, bounds) as it is read, and
+    `check_all_read` checks the fields not read (ignored ones too) and
+    that the heads fit, so a bad value fails naming its field before
+    anything is built.
 
     Args:
         data: the parsed `config.json`.
         path: its path, for messages.
         model: what it is loaded as (e.g. `"LlamaBackbone"`), for
             messages.
+
+    Attributes:
+        derived_head_dim: whether the model derives its head size from
+            the width and the head count (which must then divide it);
+            None (the default): when the config has no `head_dim`.
+            `HuggingFaceFamily.translate` sets it from the translated
+            arguments (no `head_dim` argument, or None).
     """
 
     def __init__(self, data, path, model):
@@ -104,6 +118,7 @@ class HuggingFaceConfig:
         self.path = path
         self.model = model
         self.read = set()
+        self.derived_head_dim = None
 
     def __contains__(self, key):
         return key in self.data
@@ -112,7 +127,10 @@ class HuggingFaceConfig:
         """The value of `key` (`default` when absent or null)."""
         self.read.add(key)
         value = self.data.get(key)
-        return default if value is None else value
+        if value is None:
+            return default
+        check_field(self.path, key, value)
+        return value
 
     def require(self, key):
         """The value of `key`; raises naming it when absent or null."""
@@ -123,6 +141,7 @@ class HuggingFaceConfig:
                 f"{self.path}: the field {key!r} is missing; {self.model} "
                 "needs it."
             )
+        check_field(self.path, key, value)
         return value
 
     def expect(self, key, allowed, default=_MISSING):
@@ -136,6 +155,7 @@ class HuggingFaceConfig:
                 return self.require(key)
             return default
         value = self.data[key]
+        check_field(self.path, key, value)
         if value not in allowed:
             self.unsupported(key, value, allowed)
         return value
@@ -153,7 +173,16 @@ class HuggingFaceConfig:
         )
 
     def check_all_read(self, ignored):
-        """Raises listing the fields neither read nor in `ignored`."""
+        """Raises listing the fields neither read nor in `ignored`, or
+        naming a bad value of a field that was not read (an ignored
+        `max_position_embeddings`, `torch_dtype` / `dtype`) or heads that
+        do not fit."""
+        for key, value in self.data.items():
+            check_field(self.path, key, value)
+        derived = self.derived_head_dim
+        if derived is None:
+            derived = self.data.get("head_dim") is None
+        check_heads(self.path, self.data, derived)
         unknown = sorted(
             set(self.data)
             - self.read
@@ -202,6 +231,10 @@ class HuggingFaceFamily:
             spell a table name (`LayerNorm.weight` as `LayerNorm.gamma`).
             A name the checkpoint lacks is looked up under each
             replacement (`re.sub`) in turn; export writes the table's.
+        tensor_options: `(tensor names) -> dict` of constructor arguments
+            that follow from which tensors a checkpoint holds rather than
+            from its config (RoBERTa's pooler: `keep_pooler=True`), or
+            None. Applied when weights load.
     """
 
     model_type: object
@@ -215,6 +248,7 @@ class HuggingFaceFamily:
     ignorable_tensors: tuple = ()
     base_prefix: str = "model."
     old_names: tuple = ()
+    tensor_options: object = None
 
     @property
     def model_types(self):
@@ -232,10 +266,17 @@ class HuggingFaceFamily:
             return list(self.weights(config))
         return list(self.weights)
 
+    def options_for_tensors(self, names):
+        """Our arguments that the checkpoint's tensor `names` decide."""
+        if self.tensor_options is None:
+            return {}
+        return dict(self.tensor_options(set(names)))
+
     def translate(self, data, path, owner):
         """Our constructor arguments for a `config.json`'s `data`."""
         config = HuggingFaceConfig(data, path, owner.__name__)
         arguments = self.config_from_hf(config)
+        config.derived_head_dim = arguments.get("head_dim") is None
         config.check_all_read(self.ignored_fields)
         return arguments
 

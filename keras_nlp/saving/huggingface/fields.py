@@ -2,7 +2,11 @@
 
 `transformers` spells RoPE two ways: `rope_theta` and `rope_scaling`
 (`{"rope_type" or "type": ..., "factor": ...}`) up to v4, and one
-`rope_parameters` dict holding `rope_theta` and `rope_type` from v5.
+`rope_parameters` dict holding `rope_theta` and `rope_type` (and the
+`partial_rotary_factor` of config classes that have one) from v5; both
+are read. The values inside are checked as the top-level fields are
+(`field_checks.ROPE_KINDS`).
+
 Windows are `sliding_window` plus, for Qwen, `use_sliding_window` and
 `max_window_layers` (layers at or above it are windowed), or a per-layer
 `layer_types` list.
@@ -97,6 +101,7 @@ def read_rope(hf, supported=("default", "linear"), default_theta=10000.0):
     kind = rope.pop("rope_type", None)
     legacy = rope.pop("type", None)
     kind = kind or legacy or "default"
+    check_full_rotation(hf, field, rope)
     if kind not in supported:
         hf.unsupported(f"{field}.rope_type", kind, supported)
     unknown = sorted(set(rope) - set(ROPE_KEYS[kind]))
@@ -116,6 +121,21 @@ def read_rope(hf, supported=("default", "linear"), default_theta=10000.0):
         kind,
         {key: rope[key] for key in ROPE_KEYS[kind]},
     )
+
+
+def check_full_rotation(hf, field, rope):
+    """Pops `partial_rotary_factor` from the RoPE dict `rope` (of `field`):
+    transformers 5 writes it there for every config class that has one;
+    1 (every feature rotates, what our backbones build) is understood,
+    another fraction raises naming it."""
+    fraction = rope.pop("partial_rotary_factor", None)
+    if fraction is not None and fraction != 1:
+        hf.unsupported(
+            f"{field}.partial_rotary_factor",
+            fraction,
+            [1.0],
+            why=" (every feature of a head rotates)",
+        )
 
 
 def write_rope(theta, kind="default", parameters=None):

@@ -2,12 +2,15 @@
 
 import collections
 import re
+import warnings
 
 import numpy as np
 
 from keras_nlp.saving.huggingface.checkpoint import Checkpoint
 from keras_nlp.saving.huggingface.checkpoint import read_huggingface_config
+from keras_nlp.saving.huggingface.export import remember_import
 from keras_nlp.saving.huggingface.family import family_for_model_type
+from keras_nlp.saving.huggingface.field_checks import check_header_counts
 from keras_nlp.saving.huggingface.tensor_table import StoredTensor
 from keras_nlp.saving.huggingface.tensor_table import bind
 from keras_nlp.saving.preset_files import CONFIG_FILE
@@ -27,12 +30,18 @@ def huggingface_config(cls, directory):
 
     Reads `config.json` only.
     """
+    family, owner, config, _ = _read_config(cls, directory)
+    return family, owner, config
+
+
+def _read_config(cls, directory):
+    """`huggingface_config`'s answer and the `config.json` data."""
     with open_preset_directory(directory) as opened:
         data = read_huggingface_config(opened)
         path = opened.join(CONFIG_FILE)
     family = family_for_model_type(data["model_type"], path)
     owner = family.resolve_class(cls, opened.path)
-    return family, owner, family.translate(data, path, owner)
+    return family, owner, family.translate(data, path, owner), data
 
 
 class _Source:
@@ -97,6 +106,8 @@ def match_checkpoint(model, family, config, checkpoint):
     ]
     spell = _resolve_prefix(family, [], checkpoint)
     used = set()
+    # `(name, variable path)` of optional tensors the checkpoint lacks.
+    absent = []
     sources = []
     fused = collections.defaultdict(list)
     # The size along the parts' axis of fused tensors with a `view`.
@@ -114,6 +125,9 @@ def match_checkpoint(model, family, config, checkpoint):
                 info = _stored(binding.weight, name, checkpoint, problems)
                 if info is False:
                     continue
+            if info is None and binding.weight.optional:
+                absent.append((name, binding.path))
+                continue
             if info is None:
                 problems.append(
                     f"{name}: missing (for {binding.path}, expected shape "
@@ -172,6 +186,16 @@ def match_checkpoint(model, family, config, checkpoint):
             f"{type(model).__name__} built from its config "
             f"({len(problems)} problem(s); nothing was loaded):\n"
             f"{listing(problems)}"
+        )
+    if absent:
+        warnings.warn(
+            f"The Hugging Face checkpoint {checkpoint.path} has no "
+            f"{', '.join(name for name, _ in absent)} (optional: a "
+            "checkpoint of a class without that head, such as a masked "
+            f"LM's, leaves it out). {type(model).__name__} builds "
+            f"{', '.join(path for _, path in absent)} as it always does, "
+            "with initial (untrained) values.",
+            stacklevel=6,
         )
     return sources
 
@@ -395,10 +419,21 @@ def build_from_huggingface(
         return [(source.variable, source) for source in sources]
 
     with open_preset_directory(directory) as opened:
-        family, owner, config = huggingface_config(cls, opened)
-        config.update(overrides or {})
+        family, owner, config, data = _read_config(cls, opened)
         with Checkpoint(opened) as checkpoint:
-            return build_from_weights(
+            # Arguments that follow from the tensors present (a pooler).
+            config.update(family.options_for_tensors(checkpoint.tensors))
+            # More layers or experts than the headers show fail here,
+            # before any layer is built.
+            check_header_counts(
+                opened.join(CONFIG_FILE),
+                family,
+                config,
+                data,
+                checkpoint.tensors,
+            )
+            config.update(overrides or {})
+            model = build_from_weights(
                 owner,
                 config,
                 checkpoint.path,
@@ -408,3 +443,7 @@ def build_from_huggingface(
                 ),
                 verbose=verbose,
             )
+    # Export writes back the fields it does not translate (token ids,
+    # RoPE fields as spelled, `max_position_embeddings`).
+    remember_import(model, data, config)
+    return model

@@ -75,6 +75,11 @@ class Weight:
             whose tensors it has is read instead, each device reading only
             the box of them its shard needs and converting it (import
             only; export writes `theirs`).
+        optional: whether a checkpoint may lack `theirs` (a pooler that
+            Hugging Face's masked-LM classes leave out): the variable then
+            keeps the value its initializer gives, as the class builds it,
+            and the load names every such variable in one warning. Export
+            writes it as any other.
     """
 
     ours: str
@@ -87,6 +92,7 @@ class Weight:
     view: tuple = None
     view_ops: tuple = ()
     stored_as: tuple = ()
+    optional: bool = False
 
     def __post_init__(self):
         ours, theirs = set(_fields(self.ours)), _fields(self.theirs)
