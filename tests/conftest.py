@@ -11,8 +11,21 @@ import warnings
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 _FLAG = "--xla_force_host_platform_device_count=8"
-if _FLAG not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FLAG}"
+# The suite's models are tiny: compiling their programs, not running them,
+# is most of its time. Without LLVM's optimizations XLA compiles them about
+# a quarter faster (the same HLO, so the same numbers to float rounding);
+# a flag already in XLA_FLAGS wins.
+_FAST_COMPILE_FLAGS = {
+    "--xla_backend_optimization_level": "0",
+    "--xla_llvm_disable_expensive_passes": "true",
+}
+_flags = os.environ.get("XLA_FLAGS", "")
+for _name, _value in _FAST_COMPILE_FLAGS.items():
+    if _name not in _flags:
+        _flags = f"{_flags} {_name}={_value}"
+if _FLAG not in _flags:
+    _flags = f"{_flags} {_FLAG}"
+os.environ["XLA_FLAGS"] = _flags.strip()
 # Repeated runs reuse compiled programs.
 os.environ.setdefault(
     "JAX_COMPILATION_CACHE_DIR",
