@@ -6,8 +6,25 @@ import os
 import sys
 
 
+class UsageError(Exception):
+    """A command line argparse could not read; printed as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Reports a bad command line as `error: ...`, like every other error.
+
+    argparse's own report is a usage block and an exit; `main` prints
+    this one line instead and returns 2, as for a bad value.
+    """
+
+    def error(self, message):
+        raise UsageError(
+            f"{message}. `{self.prog} --help` describes the arguments."
+        )
+
+
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m keras_nlp",
         description="keras_nlp tools. Nothing is downloaded or allocated.",
     )
@@ -247,40 +264,19 @@ def _replication_warning(plan, plan_for):
     )
 
 
-def preset_parameter_count(backbone_cls, config):
-    """A preset's parameter count from two small abstract builds.
-
-    The blocks of one config are alike, so one- and two-block builds give
-    the count at any depth (ALBERT's shared blocks add none).
-    """
-
-    def count(num_layers):
-        config_at_depth = {**config, "num_layers": num_layers}
-        mesh = {"batch": 1, "model": 1}
-        plan = backbone_cls.plan_layout(mesh, config=config_at_depth)
-        return plan.total_params
-
-    layers = config["num_layers"]
-    try:
-        one = count(1)
-        two = count(2) if layers > 1 else one
-    except ValueError:  # a depth the config forbids (ALBERT's groups)
-        return count(layers)
-    return one + (layers - 1) * (two - one)
-
-
 def _list_presets():
-    from keras_nlp.models import Backbone
-    from keras_nlp.saving.registry import registered_backbones
+    """Prints the built-in presets by class, with their parameter counts.
 
-    for name, backbone_cls in sorted(registered_backbones(Backbone).items()):
-        presets = backbone_cls.__dict__.get("presets", {})
-        if not presets:
-            continue
+    From the stored table alone: importing Keras would take longer than
+    the listing should (`tests/test_cli.py` checks the table against
+    every preset's config and golden plan).
+    """
+    from keras_nlp.preset_parameter_counts import COUNTS
+
+    for name, presets in COUNTS.items():
         print(name)
-        for preset, config in presets.items():
-            count = preset_parameter_count(backbone_cls, config)
-            print(f"  {preset:<44} {count:>16,} parameters", flush=True)
+        for preset, (count, _) in presets.items():
+            print(f"  {preset:<44} {count:>16,} parameters")
 
 
 def _check_preset(preset):
@@ -288,8 +284,10 @@ def _check_preset(preset):
     import difflib
 
     from keras_nlp.models import Backbone
+    from keras_nlp.saving.backbone_presets import check_preset_path
     from keras_nlp.saving.backbone_presets import is_preset_directory
 
+    check_preset_path(preset)
     if is_preset_directory(preset) or preset in Backbone._available_presets():
         return
     close = difflib.get_close_matches(
@@ -305,10 +303,32 @@ def _check_preset(preset):
     )
 
 
-def _plan(args):
-    from keras_nlp.distribution import MeshShape
-    from keras_nlp.models import Backbone
+def _check_output_file(path, flag):
+    """Raises before planning if `path` cannot be a file written later."""
+    if os.path.isdir(path):
+        raise ValueError(
+            f"{flag} {path} is a directory; name a file in it, e.g. "
+            f"{flag} {os.path.join(path, 'plan.svg')}."
+        )
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(
+            f"{flag} {path}: the directory {directory} does not exist. "
+            "Create it first, or name a file in an existing directory."
+        )
 
+
+def _write_output_file(path, flag, text):
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(text)
+    except OSError as error:
+        raise ValueError(
+            f"could not write {flag} {path}: {error.strerror or error}."
+        ) from None
+
+
+def _plan(args):
     if args.list:
         _list_presets()
         return
@@ -317,13 +337,18 @@ def _plan(args):
             "plan needs a preset and --mesh, e.g. `python -m keras_nlp plan "
             "gemma_2b_en --mesh 1x2`; `--list` lists the presets."
         )
-    _check_preset(args.preset)
+    if args.svg:
+        _check_output_file(args.svg, "--svg")
+    # Keras is imported from here on.
+    from keras_nlp.distribution import MeshShape
+    from keras_nlp.models import Backbone
 
     axis_names = None
     if args.axis_names is not None:
         axis_names = tuple(name.strip() for name in args.axis_names.split(","))
     mesh = MeshShape.parse(args.mesh, axis_names)
     _check_mesh_size(mesh)
+    _check_preset(args.preset)
     data_axis = None if args.data_axis.lower() == "none" else args.data_axis
 
     def plan_for(mesh, strict=False):
@@ -345,22 +370,60 @@ def _plan(args):
     if args.json:
         print(plan.to_json())
     else:
-        from rich.console import Console
-
-        # Pipes and files get wide lines instead of wrapped weight paths.
-        width = None if sys.stdout.isatty() else 100
-        plan.print(console=Console(width=width), all_weights=args.all)
+        # The terminal's width, else COLUMNS, else 100 (plan_console).
+        plan.print(all_weights=args.all)
     if args.svg:
-        with open(args.svg, "w", encoding="utf-8") as file:
-            file.write(plan.to_svg(all_weights=args.all))
+        _write_output_file(args.svg, "--svg", plan.to_svg(all_weights=args.all))
         print(f"wrote {args.svg}", file=sys.stderr)
     warning = _replication_warning(plan, plan_for)
     if warning:
         print(warning, file=sys.stderr)
 
 
+def _join_negative_mesh(argv):
+    """`--mesh -1x2` as `--mesh=-1x2`, so the bad size gets its own error.
+
+    argparse takes "-1x2" for an option (it reads only plain numbers such
+    as "-1" as values) and would answer "expected one argument".
+    """
+    joined = []
+    for arg in argv:
+        if (
+            joined
+            and joined[-1] == "--mesh"
+            and arg[:1] == "-"
+            and arg[1:2].isdigit()
+        ):
+            joined[-1] = f"--mesh={arg}"
+        else:
+            joined.append(arg)
+    return joined
+
+
+def _error_text(error):
+    """The text after `error: ` for an exception a user's input caused."""
+    if isinstance(error, OSError) and error.filename is not None:
+        reason = error.strerror or type(error).__name__
+        return f"{error.filename}: {reason}."
+    # The library's errors name Python arguments; here they are flags.
+    return str(error).replace(
+        "pass strict=False to accept", "drop --strict to accept"
+    )
+
+
 def main(argv=None):
-    args = _parser().parse_args(argv)
+    """Runs the command line; returns the exit status (2: a bad input).
+
+    Every bad input (an unreadable argument, an unknown preset, a bad
+    preset directory, a mesh or output path that cannot work) is printed
+    as `error: ...` on stderr, naming the fix, without a traceback.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = _parser().parse_args(_join_negative_mesh(argv))
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     # Planning needs no accelerator. JAX (when installed) builds abstractly
     # and quietly; this only applies if Keras is not imported yet.
     if importlib.util.find_spec("jax") is not None:
@@ -370,11 +433,9 @@ def main(argv=None):
     try:
         if args.command == "plan":
             _plan(args)
-    except ValueError as error:
-        # The library's errors name Python arguments; here they are flags.
-        message = str(error).replace(
-            "pass strict=False to accept", "drop --strict to accept"
-        )
-        print(f"error: {message}", file=sys.stderr)
+    except (ValueError, OSError) as error:
+        # ValueError covers keras_nlp.saving.PresetError (a bad preset
+        # directory); OSError, a file that cannot be read or written.
+        print(f"error: {_error_text(error)}", file=sys.stderr)
         return 2
     return 0

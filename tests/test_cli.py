@@ -3,6 +3,7 @@
 import io
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -10,11 +11,18 @@ import pytest
 from rich.console import Console
 
 from keras_nlp.cli import main
-from keras_nlp.cli import preset_parameter_count
 from keras_nlp.distribution import MeshShape
 from keras_nlp.models import Backbone
+from keras_nlp.models import GemmaBackbone
+from keras_nlp.preset_counting import built_in_presets
+from keras_nlp.preset_counting import config_digest
+from keras_nlp.preset_counting import count_preset_parameters
+from keras_nlp.preset_counting import preset_parameter_count
+from keras_nlp.preset_parameter_counts import COUNTS
 
 KV = "decoder_block_0/attention/key/kernel"
+# Every preset's golden plans (tests/models/golden/make_plan_goldens.py).
+PLANS = pathlib.Path(__file__).parent / "models" / "golden" / "plans"
 
 
 def run_json(capsys, *args):
@@ -75,7 +83,8 @@ def test_custom_axis_names_and_no_data_axis(capsys):
     assert plan["mesh"] == {"fsdp": 2, "tensor": 4}
 
 
-def test_table_output_folds_blocks_and_prints_totals(capsys):
+def test_table_output_folds_blocks_and_prints_totals(capsys, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
     assert main(["plan", "gemma_2b_en", "--mesh", "1x2"]) == 0
     out = capsys.readouterr().out
     # Piped output is 100 columns: one entry per weight kind.
@@ -105,8 +114,9 @@ def test_plan_reads_at_80_columns(preset, mesh):
         if weight.decision != "sharded":
             assert " ".join(weight.reason.split()) in flat, weight.reason
     assert "decoder_block 0-17" in text or "transformer_layer 0-11" in text
-    # A wide console gets the full table with shapes and counts.
-    wide = Console(width=160, record=True, file=io.StringIO())
+    # A console with room for every name whole and the reasons gets the
+    # table with shapes and counts.
+    wide = Console(width=240, record=True, file=io.StringIO())
     plan.print(console=wide)
     wide_text = wide.export_text()
     assert "┃ shard " in wide_text and "┃ x " in wide_text
@@ -116,7 +126,45 @@ def test_preset_parameter_count_equals_the_full_plan():
     for preset in ("gemma_2b_en", "albert_base_en_uncased", "t5_small_multi"):
         owner, config = Backbone._preset_config(preset)
         full = owner.plan_layout({"batch": 1, "model": 1}, preset=preset)
-        assert preset_parameter_count(owner, config) == full.total_params
+        assert count_preset_parameters(owner, config) == full.total_params
+
+
+def test_stored_parameter_counts_are_the_golden_plans_totals():
+    """`plan --list` reads stored counts: each is the current config's and
+    equals the total of its golden plan (`tests/models/test_preset_plans.py`
+    checks those against real plans)."""
+    listed = 0
+    for backbone_cls, presets in built_in_presets():
+        name = backbone_cls.__name__
+        golden = json.loads((PLANS / f"{name}.json").read_text())["presets"]
+        for preset, config in presets.items():
+            stored = COUNTS.get(name, {}).get(preset)
+            assert stored is not None and stored[1] == config_digest(config), (
+                f"{name} preset {preset!r} has no stored count for its "
+                "config; run python -m keras_nlp.preset_counting"
+            )
+            totals = golden[preset]["totals"].values()
+            assert {t["total_params"] for t in totals} == {stored[0]}, preset
+            listed += 1
+    assert listed == sum(len(classes) for classes in COUNTS.values())
+
+
+def test_list_prints_every_preset_with_its_count(capsys):
+    assert main(["plan", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "GemmaBackbone\n  gemma_2b_en " in out
+    assert "2,506,172,416 parameters" in out
+    presets = [line for line in out.splitlines() if line.startswith("  ")]
+    assert len(presets) == sum(len(p) for _, p in built_in_presets())
+
+
+def test_changed_preset_is_counted_again():
+    owner, config = Backbone._preset_config("gemma_2b_en")
+    one_block = {**config, "num_layers": 1}
+    # The stored count is for 18 blocks; it must not be read for one.
+    assert preset_parameter_count(owner, "gemma_2b_en", one_block) == (
+        count_preset_parameters(owner, one_block)
+    )
 
 
 def test_strict_fails_with_the_reason(capsys):
@@ -129,18 +177,158 @@ def test_strict_fails_with_the_reason(capsys):
     assert "strict=False" not in err
 
 
-def test_bad_mesh_and_preset_are_clear_errors(capsys):
-    assert main(["plan", "gemma_2b_en", "--mesh", "two"]) == 2
-    assert "Could not read the mesh shape 'two'" in capsys.readouterr().err
-    assert main(["plan", "gema_2b_en", "--mesh", "1x2"]) == 2
-    err = capsys.readouterr().err
-    assert "Unknown preset 'gema_2b_en'" in err
-    assert "Did you mean 'gemma_2b_en'" in err
-    assert "--list" in err
-    # Close names, not every preset.
+TINY_GEMMA = dict(
+    vocabulary_size=128,
+    num_layers=2,
+    num_query_heads=4,
+    num_key_value_heads=1,
+    hidden_dim=32,
+    intermediate_dim=64,
+    head_dim=8,
+)
+
+
+def gemma_config_json(**changes):
+    """A tiny Gemma preset's config.json text, with `changes`."""
+    return json.dumps(
+        {
+            "module": "keras_nlp.models",
+            "class_name": "GemmaBackbone",
+            "config": {**TINY_GEMMA, **changes},
+            "registered_name": "keras_nlp>GemmaBackbone",
+        }
+    )
+
+
+# Arguments after `plan` ({dir}: a preset directory whose config.json is
+# the second entry, or an empty directory for None), then what the one
+# error line says. Each is refused before any model is built.
+BAD_INPUTS = {
+    "mesh not sizes": (
+        ["gemma_2b_en", "--mesh", "two"],
+        None,
+        ["Could not read the mesh shape 'two'", "e.g. '1x2'"],
+    ),
+    "negative axis size": (
+        ["gemma_2b_en", "--mesh", "-1x2"],
+        None,
+        [
+            "The mesh shape '-1x2' gives axis 'batch' size -1; every axis "
+            "needs at least 1 device, e.g. '1x2'"
+        ],
+    ),
+    "zero axis size": (
+        ["gemma_2b_en", "--mesh=1x0"],
+        None,
+        ["The mesh shape '1x0' gives axis 'model' size 0"],
+    ),
+    "one axis": (
+        ["gemma_2b_en", "--mesh", "4"],
+        None,
+        ["The mesh shape '4' has 1 axis; pass one axis name per size"],
+    ),
+    "mesh without value": (
+        ["gemma_2b_en", "--mesh"],
+        None,
+        [
+            "argument --mesh: expected one argument. `python -m keras_nlp "
+            "plan --help` describes the arguments."
+        ],
+    ),
+    "unknown policy": (
+        ["gemma_2b_en", "--mesh", "1x2", "--policy", "fast"],
+        None,
+        ["argument --policy: invalid choice: 'fast'"],
+    ),
+    "no preset": (
+        ["--mesh", "1x2"],
+        None,
+        ["plan needs a preset and --mesh", "`--list` lists the presets"],
+    ),
+    "misspelt preset": (
+        ["gema_2b_en", "--mesh", "1x2"],
+        None,
+        [
+            "Unknown preset 'gema_2b_en'",
+            "Did you mean 'gemma_2b_en'",
+            "`python -m keras_nlp plan --list`",
+        ],
+    ),
+    "svg in a missing directory": (
+        ["gemma_2b_en", "--mesh", "1x2", "--svg", "/nonexistent/x.svg"],
+        None,
+        [
+            "--svg /nonexistent/x.svg: the directory /nonexistent does not "
+            "exist. Create it first"
+        ],
+    ),
+    "svg is a directory": (
+        ["gemma_2b_en", "--mesh", "1x2", "--svg", "{dir}"],
+        None,
+        ["--svg {dir} is a directory; name a file in it"],
+    ),
+    "missing preset directory": (
+        ["{dir}/typo", "--mesh", "1x2"],
+        None,
+        [
+            "The preset directory '{dir}/typo' does not exist. The nearest "
+            "directory that exists is '{dir}'."
+        ],
+    ),
+    "directory without config.json": (
+        ["{dir}", "--mesh", "1x2"],
+        None,
+        ["has no config.json"],
+    ),
+    "config.json not JSON": (
+        ["{dir}", "--mesh", "1x2"],
+        "{not json",
+        ["config.json is not valid JSON"],
+    ),
+    "config.json nested too deep": (
+        ["{dir}", "--mesh", "1x2"],
+        "[" * 5000 + "]" * 5000,
+        ["nests JSON arrays and objects 5000 levels deep; at most 64"],
+    ),
+    "size of the wrong type": (
+        ["{dir}", "--mesh", "1x2"],
+        gemma_config_json(num_layers="2"),
+        [
+            "GemmaBackbone: `num_layers` must be a positive integer. "
+            "Received: num_layers='2'."
+        ],
+    ),
+    "no heads": (
+        ["{dir}", "--mesh", "1x2"],
+        gemma_config_json(num_query_heads=0),
+        ["`num_query_heads` must be a positive integer"],
+    ),
+}
+
+
+def test_summary_names_the_class_once_without_a_preset():
+    one_device = {"batch": 1, "model": 1}
+    plan = GemmaBackbone.plan_layout(one_device, config=TINY_GEMMA)
+    assert plan.summary().startswith("GemmaBackbone on mesh 1x1 (batch, ")
+    plan = GemmaBackbone.plan_layout(one_device, preset="gemma_2b_en")
+    assert plan.summary().startswith("gemma_2b_en (GemmaBackbone) on mesh")
+
+
+@pytest.mark.parametrize("name", BAD_INPUTS)
+def test_bad_input_is_one_error_line(capsys, tmp_path, name):
+    arguments, config_json, messages = BAD_INPUTS[name]
+    if config_json is not None:
+        (tmp_path / "config.json").write_text(config_json)
+    arguments = [a.replace("{dir}", str(tmp_path)) for a in arguments]
+    assert main(["plan", *arguments]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    err = captured.err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    for message in messages:
+        assert message.replace("{dir}", str(tmp_path)) in err, err
+    # Close names only, never the list of every preset.
     assert "xlm_roberta" not in err
-    assert main(["plan", "--mesh", "1x2"]) == 2
-    assert "plan needs a preset and --mesh" in capsys.readouterr().err
 
 
 def test_module_entry_point_runs_offline():

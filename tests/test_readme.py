@@ -3,14 +3,19 @@
 They set the backend and the fake devices themselves (as the README says),
 so the subprocess starts without this suite's environment for either. Each
 `print` is followed in the README by what it prints; those lines must
-match (`...` stands for any text).
+match (`...` stands for any text). They also paste into the interactive
+interpreter, which compiles line by line and needs a blank line to close a
+block (checked by compiling alone: the run above executes them once).
 """
 
+import code
 import os
 import pathlib
 import re
 import subprocess
 import sys
+
+import pytest
 
 README = pathlib.Path(__file__).resolve().parents[1] / "README.md"
 
@@ -68,3 +73,74 @@ def test_readme_snippets_run_in_order_and_print_what_they_say(tmp_path):
         assert re.search(pattern, " ".join(printed.split())), (
             f"expected {line!r} in:\n{printed}"
         )
+
+
+class PasteRecorder(code.InteractiveConsole):
+    """The interactive interpreter's line-by-line compiler, running nothing.
+
+    `push` compiles as `python` does at its prompt (`codeop`); the compiled
+    statements are dropped and syntax errors are recorded instead of printed.
+    """
+
+    def __init__(self):
+        super().__init__(filename="<paste>")
+        self.syntax_errors = []
+
+    def runcode(self, compiled):
+        pass
+
+    def showsyntaxerror(self, *args, **kwargs):
+        self.syntax_errors.append(sys.exc_info()[1])
+
+
+def paste_problems(snippet):
+    """What goes wrong when `snippet` is pasted at the `>>>` prompt.
+
+    Args:
+        snippet: Python source, fed one line at a time as a paste is.
+
+    Returns:
+        A list of strings, one per line the interpreter rejects and one if
+        the paste ends inside an open block; empty if it pastes cleanly.
+    """
+    console, problems, more = PasteRecorder(), [], False
+    for number, line in enumerate(snippet.splitlines(), 1):
+        more = console.push(line)
+        if console.syntax_errors:
+            error = console.syntax_errors.pop()
+            problems.append(f"line {number} {line!r}: {error.msg}")
+    if more:
+        problems.append("it ends inside an open block")
+    return problems
+
+
+def test_readme_snippets_paste_into_the_interactive_interpreter():
+    failures = [
+        f"the snippet starting {snippet.splitlines()[0]!r}: "
+        + "; ".join(problems)
+        for snippet in snippets()
+        if (problems := paste_problems(snippet))
+    ]
+    assert not failures, (
+        "README snippets that do not paste into `python`: "
+        + "\n".join(failures)
+        + "\nAt the prompt a block ends only at a blank line: put one after "
+        "each indented block that a dedented line follows, none inside one."
+    )
+
+
+@pytest.mark.parametrize(
+    "snippet, problem",
+    [
+        ("with a:\n    b = 1\nc = b\n", "line 3 'c = b': invalid syntax"),
+        ("with a:\n    b = 1\n", "it ends inside an open block"),
+        ("if a:\n    b = 1\n\n    c = 2\n", "line 4 '    c = 2': unexpected"),
+        ("with a:\n    b = 1\n\nc = b\n", None),
+    ],
+)
+def test_paste_check_finds_what_the_prompt_rejects(snippet, problem):
+    problems = paste_problems(snippet)
+    if problem is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and problems[0].startswith(problem)

@@ -357,9 +357,12 @@ class LayoutPlan:
 
     def summary(self):
         """The totals as a few lines of text."""
-        name = self.preset or self.backbone
+        # A preset is named with its class; a plain class once.
+        name = (
+            f"{self.preset} ({self.backbone})" if self.preset else self.backbone
+        )
         lines = [
-            f"{name} ({self.backbone}) on mesh {self.mesh}",
+            f"{name} on mesh {self.mesh}",
             f"devices, dtype:        {self.num_devices}, "
             f"{'/'.join(self.dtypes)}",
             f"total parameters:      {self.total_params:,} "
@@ -411,15 +414,18 @@ class LayoutPlan:
     def print(self, console=None, all_weights=False):
         """Prints the plan, then its totals, with `rich`.
 
-        From 120 columns: a table of every weight kind's path, count,
-        shape, spec, shard shape, bytes per device and decision. Narrower:
-        one entry per weight kind, its name with the blocks it repeats in
-        folded into a range (`attention/key/kernel  decoder_block 0-17`)
-        and its bytes per device, then its spec and decision with the
-        reason, wrapped to the width.
+        Where every name fits whole beside room for the reasons: a table
+        of every weight kind's path, count, shape, spec, shard shape,
+        bytes per device and decision. Otherwise one entry per weight
+        kind: its name within its block, the blocks it repeats in folded
+        into a range (`attention/key/kernel  decoder_block 0-17`) and its
+        bytes per device, then its spec, shard shape and decision with
+        the reason, wrapped to the width under an indent. Weight names
+        are never cut. Sizes are per device, summed over the blocks shown.
 
         Args:
-            console: an optional `rich.console.Console`.
+            console: an optional `rich.console.Console`; by default the
+                terminal's width, else `COLUMNS`, else 100 columns.
             all_weights: bool. List every weight instead of folding
                 repeated blocks into one row.
         """

@@ -11,6 +11,11 @@ DEFAULT_AXIS_NAMES = {
 }
 
 
+def _count(number, singular, plural):
+    """`1 axis`, `2 axes`: a count with its noun."""
+    return f"{number} {singular if number == 1 else plural}"
+
+
 class MeshShape:
     """Axis names and sizes of a device mesh, with no devices attached.
 
@@ -91,19 +96,29 @@ class MeshShape:
                 "axis joined by 'x', e.g. '1x2' for axes (batch, model) or "
                 "'1x4x2' for (batch, expert, model)."
             ) from None
+        axes = _count(len(shape), "axis", "axes")
         if axis_names is None:
             axis_names = DEFAULT_AXIS_NAMES.get(len(shape))
             if axis_names is None:
                 raise ValueError(
-                    f"The mesh shape {text!r} has {len(shape)} axes; give "
-                    "their names, or write 2 sizes for (batch, model) or 3 "
-                    "for (batch, expert, model)."
+                    f"The mesh shape {text!r} has {axes}; pass one axis "
+                    "name per size (axis_names, or --axis-names on the "
+                    "command line), or write 2 sizes for (batch, model) or "
+                    "3 for (batch, expert, model)."
                 )
         if len(shape) != len(axis_names):
             raise ValueError(
-                f"The mesh shape {text!r} has {len(shape)} axes but "
-                f"{len(axis_names)} axis names were given: {axis_names}."
+                f"The mesh shape {text!r} has {axes} but "
+                f"{_count(len(axis_names), 'axis name was', 'axis names were')}"
+                f" given: {axis_names}. Give one name per size."
             )
+        for size, name in zip(shape, axis_names, strict=True):
+            if size < 1:
+                raise ValueError(
+                    f"The mesh shape {text!r} gives axis {name!r} size "
+                    f"{size}; every axis needs at least 1 device, e.g. "
+                    "'1x2' for (batch, model)."
+                )
         return cls(shape, axis_names)
 
     @property

@@ -3,9 +3,10 @@
 One row per weight kind (repeated blocks folded, as in the text plan): its
 name, a grid with one square per device laid out like the mesh (the first
 axis down, the others across), and its spec, shard shape, bytes per device
-and decision. Squares of one color hold the same piece of the weight; a
-weight whole on every device is gray. A standalone SVG file, no scripts,
-opened by any browser.
+(summed over the row's blocks, as the text's size column) and decision,
+its reason wrapped whole. Squares of one color hold the same piece of the
+weight; a weight whole on every device is gray. A standalone SVG file, no
+scripts, opened by any browser.
 """
 
 import itertools
@@ -13,6 +14,8 @@ import math
 from xml.sax.saxutils import escape
 
 from keras_nlp.distribution.formatting import format_bytes
+from keras_nlp.distribution.plan_text import SIZE_MEANING
+from keras_nlp.distribution.plan_text import wrap_words
 from keras_nlp.distribution.rules import format_spec
 
 CELL = 14  # pixels per device square
@@ -23,9 +26,8 @@ MAX_COLUMNS = 32
 MAX_DRAWN_DEVICES = 1024
 # A 12-pixel monospace character's advance, rounded up.
 CHARACTER_WIDTH = 7.5
-TEXT_WIDTH = 600
-# Longer reasons are cut (the full one is the text's tooltip).
-REASON_CHARACTERS = 80
+# The text beside each grid wraps at this many characters.
+TEXT_CHARACTERS = 80
 ROW_PADDING = 10
 LINE = 15
 WHOLE_COLOR = "#9e9e9e"
@@ -98,15 +100,35 @@ def render_plan_svg(plan, rows, title):
     grid_rows, grid_columns = _grid_shape(mesh) if draw else (0, 0)
     grid_width = grid_columns * (CELL + GAP)
     grid_height = grid_rows * (CELL + GAP)
-    row_height = max(grid_height, 3 * LINE) + ROW_PADDING
     names = [
         label if count == 1 else f"{label}  x{count}"
         for label, count, _ in rows
     ]
+    texts = [_row_text(count, weight) for _, count, weight in rows]
+    row_heights = [
+        max(grid_height, len(lines) * LINE, 2 * LINE) + ROW_PADDING
+        for lines in texts
+    ]
     label_width = round(max(map(len, names), default=0) * CHARACTER_WIDTH + 20)
-    width = label_width + grid_width + 20 + TEXT_WIDTH
-    header = 5 * LINE + 20
-    height = header + row_height * len(rows) + 10
+    text_x = label_width + grid_width + 20
+    longest = max(
+        (len(line) for lines in texts for _, line in lines), default=0
+    )
+    notes = [
+        _totals(plan),
+        "One square per device, the mesh's first axis down "
+        f"({' x '.join(mesh.axis_names)}).",
+        "Squares of one color hold the same piece of the weight; gray: the "
+        "whole weight on every device.",
+        f"Bytes are {SIZE_MEANING}: one device's bytes of the weight, summed "
+        "over the N blocks of a row marked xN.",
+    ]
+    text_width = max(longest, TEXT_CHARACTERS) * CHARACTER_WIDTH
+    width = round(
+        max(text_x + text_width, max(map(len, notes)) * CHARACTER_WIDTH + 20)
+    )
+    header = (len(notes) + 1) * LINE + 20
+    height = header + sum(row_heights) + 10
     parts = [
         '<svg xmlns="http://www.w3.org/2000/svg" '
         f'width="{width}" height="{height}" '
@@ -116,20 +138,16 @@ def render_plan_svg(plan, rows, title):
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="10" y="{LINE + 4}" font-size="15" font-weight="bold" '
         f'class="title">{escape(title)}</text>',
-        f'<text x="10" y="{2 * LINE + 8}" class="totals">'
-        f"{escape(_totals(plan))}</text>",
-        f'<text x="10" y="{3 * LINE + 10}" fill="#555">'
-        + escape(
-            "One square per device, the mesh's first axis down "
-            f"({' x '.join(mesh.axis_names)})."
-        )
-        + "</text>",
-        f'<text x="10" y="{4 * LINE + 10}" fill="#555">'
-        "Squares of one color hold the same piece of the weight; gray: the "
-        "whole weight on every device.</text>",
     ]
+    for number, note in enumerate(notes, start=2):
+        kind = ' class="totals"' if number == 2 else ' fill="#555"'
+        parts.append(
+            f'<text x="10" y="{number * LINE + 8}"{kind}>{escape(note)}</text>'
+        )
     top = header
-    for name, (_, count, weight) in zip(names, rows, strict=True):
+    for name, (_, _, weight), lines, row_height in zip(
+        names, rows, texts, row_heights, strict=True
+    ):
         parts.append(
             f'<g class="weight" data-decision="{weight.decision}">'
             f'<text x="10" y="{top + LINE}" font-weight="bold">'
@@ -139,30 +157,40 @@ def render_plan_svg(plan, rows, title):
         )
         if draw:
             parts.append(_grid(weight, mesh, label_width, top, grid_columns))
-        text_x = label_width + grid_width + 20
-        per_device = format_bytes(weight.shard_bytes * count)
-        parts += [
-            f'<text x="{text_x}" y="{top + LINE}">'
-            f"{escape(format_spec(weight.spec))} -> shard "
-            f"{escape(str(weight.shard_shape))}, {per_device} per device"
-            "</text>",
-            f'<text x="{text_x}" y="{top + 2 * LINE}" '
-            f'fill="{DECISION_COLORS.get(weight.decision, "black")}" '
-            f'class="decision">{escape(weight.decision)}</text>',
-        ]
-        if weight.decision != "sharded":
-            reason = weight.reason
-            if len(reason) > REASON_CHARACTERS:
-                reason = reason[: REASON_CHARACTERS - 3] + "..."
+        for number, (attributes, line) in enumerate(lines, start=1):
             parts.append(
-                f'<text x="{text_x}" y="{top + 3 * LINE}" fill="#555">'
-                f"<title>{escape(weight.reason)}</title>"
-                f"{escape(reason)}</text>"
+                f'<text x="{text_x}" y="{top + number * LINE}"{attributes}>'
+                f"{escape(line)}</text>"
             )
         parts.append("</g>")
         top += row_height
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
+
+
+def _row_text(count, weight):
+    """`(attributes, line)` per line beside a row's grid.
+
+    Its spec and shard, its bytes per device, its decision in its color
+    and the reason, wrapped whole.
+    """
+    shard = f"{format_spec(weight.spec)} -> shard {weight.shard_shape}"
+    per_device = format_bytes(weight.shard_bytes * count)
+    if count > 1:
+        shard += " in each block"
+        per_device += f" {SIZE_MEANING}"
+    else:
+        per_device += " per device"
+    color = DECISION_COLORS.get(weight.decision, "black")
+    lines = [("", line) for line in _wrapped(shard) + _wrapped(per_device)]
+    lines.append((f' fill="{color}" class="decision"', weight.decision))
+    if weight.decision != "sharded":
+        lines += [(' fill="#555"', line) for line in _wrapped(weight.reason)]
+    return lines
+
+
+def _wrapped(text):
+    return wrap_words(text, TEXT_CHARACTERS, indent="  ").split("\n")
 
 
 def _grid(weight, mesh, left, top, columns):

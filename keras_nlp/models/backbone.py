@@ -34,6 +34,24 @@ class _class_or_instance_method:
         return bound
 
 
+def serialize_dtype_policy(policy):
+    """`keras.dtype_policies.serialize(policy)`, without importing TensorFlow.
+
+    Keras's generic serializer tests for TensorFlow types first, which
+    imports TensorFlow when it is installed (its start-up messages appear
+    in a JAX program). A plain `DTypePolicy`, the one kind a preset holds,
+    is written here as Keras writes it.
+    """
+    if type(policy) is keras.DTypePolicy:
+        return {
+            "module": "keras",
+            "class_name": "DTypePolicy",
+            "config": policy.get_config(),
+            "registered_name": None,
+        }
+    return keras.dtype_policies.serialize(policy)
+
+
 class Backbone(LoraMixin, PresetMixin, keras.Model):
     """Base class of all backbones: a functional `keras.Model`.
 
@@ -79,7 +97,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         config = {
             "name": self.name,
             "trainable": self.trainable,
-            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+            "dtype": serialize_dtype_policy(self.dtype_policy),
         }
         for key, value in self._constructor_config.items():
             config.setdefault(key, value)

@@ -17,6 +17,8 @@ The mixin expects the model's `backbone`, `tokenizer`, `variables`,
 
 import dataclasses
 import functools
+import math
+import os
 import warnings
 
 import keras
@@ -25,18 +27,29 @@ from keras import ops
 
 from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.array_placement import shard_batch
+from keras_nlp.distribution.formatting import format_bytes
 from keras_nlp.distribution.kv_cache import verify_cache_layouts
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import constrain
+from keras_nlp.models.causal_lm_prompts import batch_width
+from keras_nlp.models.causal_lm_prompts import check_token_ids
 from keras_nlp.models.causal_lm_prompts import left_pad
 from keras_nlp.models.causal_lm_prompts import read_prompts
 from keras_nlp.models.causal_lm_prompts import row_limits
 from keras_nlp.models.causal_lm_prompts import unpack_rows
 from keras_nlp.models.sampling import get_sampler
 from keras_nlp.models.sampling import next_tokens
+from keras_nlp.saving.weight_transfer import numpy_dtype
 
 # How many compiled loops a model keeps (greedy and a sampler, say).
 _MAX_COMPILED_LOOPS = 8
+# The most positions a row may reach in a model without a table of learned
+# positions (RoPE, ALiBi): 8x the longest context the families here are
+# published with (131,072: Llama 3.1, Gemma 3). Every step reads the whole
+# cache, so a loop this long already takes hours of steps on a tiny model;
+# past it a request is a slip (10**7 new tokens ran for minutes and grew
+# to gigabytes), which is refused at once rather than run.
+MAX_GENERATED_POSITIONS = 2**20
 
 
 class GenerationMixin:
@@ -75,7 +88,9 @@ class GenerationMixin:
                 tokenizer); a list of token id lists; or a dict with
                 `token_ids` `(batch, length)` and optionally
                 `padding_mask` (each row's real tokens contiguous, padded
-                on either side), or such an array.
+                on either side), or such an array. Token ids are integers
+                of the model's vocabulary (a float or a string is refused,
+                never rounded or parsed).
             max_length: int, the length a row may reach, prompt included.
                 Defaults to the width of a `token_ids` input (keras-hub's
                 convention: its padding is filled).
@@ -91,7 +106,8 @@ class GenerationMixin:
                 `"auto"` takes the tokenizer's end-of-sequence ids (none
                 without a tokenizer); `None` or `()` for none.
             strip_prompt: bool, return only the generated tokens.
-            seed: int, seed of a sampling sampler (overrides its own).
+            seed: int, seed of a sampling sampler (overrides its own),
+                from -2**31 to 2**31 - 1.
 
         Returns:
             With text inputs, the generated text (a string or a list).
@@ -99,16 +115,30 @@ class GenerationMixin:
             `(batch, width)`: each row's prompt and continuation, then
             padding (`width` is `max_length`, or the longest prompt plus
             `max_new_tokens`).
+
+        Raises:
+            ValueError: before anything is allocated or compiled, for a
+                prompt id that is not an integer of the vocabulary, a
+                stop id (explicit or from the tokenizer's files) outside
+                it, or a length past the model's learned positions,
+                `MAX_GENERATED_POSITIONS` or the memory the caches would
+                live in.
         """
-        prompts = read_prompts(inputs, self.tokenizer, type(self).__name__)
+        prompts = read_prompts(
+            inputs, self.tokenizer, type(self).__name__, self._vocabulary_size()
+        )
         limits = row_limits(prompts, max_length, max_new_tokens)
+        self._check_lengths(
+            len(prompts.ids), max(limits), batch_width(prompts.ids, limits)
+        )
         sampler = get_sampler(self.sampler if sampler is None else sampler)
+        if seed is not None:
+            # Checked as a sampler's own seed is.
+            sampler = dataclasses.replace(sampler, seed=seed)
         stop_ids = self._stop_ids(stop_token_ids)
         pad_id = self._pad_id()
-        self._check_positions(max(limits))
         batch = left_pad(prompts.ids, limits, pad_id)
-        if seed is None:
-            seed = sampler.seed
+        seed = sampler.seed
         if seed is None:
             seed = int(np.random.randint(0, 2**31 - 1))
         tokens, written = self._run_loop(
@@ -304,20 +334,55 @@ class GenerationMixin:
 
     # === Settings ===
 
-    def _check_positions(self, total):
-        """Refuses rows longer than a table of learned positions."""
-        if not self.backbone.decoder_stack.embed_takes_positions:
-            return
-        limit = getattr(self.backbone, "max_sequence_length", None)
-        if isinstance(limit, int) and total > limit:
+    def _vocabulary_size(self):
+        return self.backbone.token_embedding.input_dim
+
+    def _check_lengths(self, batch_size, positions, slots):
+        """Refuses a generation the model cannot hold, before anything is
+        allocated: rows past its learned positions (or, without them,
+        past `MAX_GENERATED_POSITIONS`), or caches larger than the memory
+        they would live in.
+
+        Args:
+            batch_size: int, the number of rows.
+            positions: int, the most positions a row reaches, its prompt
+                included (left padding does not count).
+            slots: int, the width of the batch and its caches.
+        """
+        name = type(self.backbone).__name__
+        fix = "Pass a smaller `max_length` or `max_new_tokens`"
+        if self.backbone.decoder_stack.embed_takes_positions:
+            limit = getattr(self.backbone, "max_sequence_length", None)
+            if isinstance(limit, int) and positions > limit:
+                raise ValueError(
+                    f"Generating to {positions} positions exceeds the "
+                    f"{name}'s learned positions (max_sequence_length="
+                    f"{limit}). {fix}."
+                )
+        elif positions > MAX_GENERATED_POSITIONS:
             raise ValueError(
-                f"Generating to {total} positions exceeds the "
-                f"{type(self.backbone).__name__}'s learned positions "
-                f"(max_sequence_length={limit}). Pass a smaller "
-                "`max_length` or `max_new_tokens`."
+                f"Generating to {positions} positions exceeds the "
+                f"{MAX_GENERATED_POSITIONS} that `generate` allows a model "
+                f"without learned positions ({name}). {fix}."
+            )
+        # The caches are by far the largest arrays of a generation: the
+        # same estimate as their shapes, before they are allocated.
+        itemsize = np.dtype(numpy_dtype(self.backbone.compute_dtype)).itemsize
+        cache_bytes = itemsize * sum(
+            math.prod(shape) for shape in self.cache_shapes(batch_size, slots)
+        )
+        memory, holder = _memory_for_caches()
+        if memory is not None and cache_bytes > memory:
+            raise ValueError(
+                f"The key/value caches of {batch_size} rows of {slots} "
+                f"slots would take {format_bytes(cache_bytes)}, more than "
+                f"the {format_bytes(memory)} {holder}. {fix}, or fewer "
+                "prompts at once."
             )
 
     def _stop_ids(self, stop_token_ids):
+        """The stop ids as a tuple of ints of the vocabulary."""
+        vocabulary = self._vocabulary_size()
         if isinstance(stop_token_ids, str):
             if stop_token_ids != "auto":
                 raise ValueError(
@@ -326,20 +391,28 @@ class GenerationMixin:
                 )
             if self.tokenizer is None:
                 return ()
-            return tuple(int(i) for i in self.tokenizer.eos_token_ids)
+            tokenizer = self.tokenizer
+            ids = tokenizer.eos_token_ids
+            return tuple(
+                check_token_ids(
+                    ids,
+                    vocabulary,
+                    lambda position: tokenizer.eos_token_source(ids[position]),
+                    fix=" Correct the file, or pass `stop_token_ids` to "
+                    "`generate`.",
+                )
+            )
         if stop_token_ids is None:
             return ()
-        if isinstance(stop_token_ids, (int, np.integer)):
-            stop_token_ids = (stop_token_ids,)
-        ids = tuple(int(i) for i in stop_token_ids)
-        vocabulary = self.backbone.token_embedding.input_dim
-        bad = [i for i in ids if not 0 <= i < vocabulary]
-        if bad:
-            raise ValueError(
-                f"Stop token ids {bad} are outside the vocabulary "
-                f"[0, {vocabulary})."
+        if np.ndim(stop_token_ids) == 0:
+            stop_token_ids = [stop_token_ids]
+        return tuple(
+            check_token_ids(
+                stop_token_ids,
+                vocabulary,
+                lambda position: f"`stop_token_ids`, position {position}",
             )
-        return ids
+        )
 
     def _pad_id(self):
         if self.tokenizer is None:
@@ -410,3 +483,47 @@ def _compile(loop, variables):
         "`generate` runs on the JAX and TensorFlow backends; the "
         f"active backend is {backend!r}."
     )
+
+
+def _memory_for_caches():
+    """`(bytes, phrase)`: the memory the caches may fill at most, and how
+    errors name it; `(None, None)` where it is unknown.
+
+    An accelerator reports its memory (JAX's `memory_stats`): the caches
+    are split over the devices of the active layout map's mesh (else they
+    live on one device), so what those devices have free bounds them
+    together, the weights already deducted. On the CPU (and on
+    TensorFlow) the caches are host memory: what the host has available
+    now bounds them. Either is a bound, not a promise that a smaller cache
+    fits (prefill activations and logits come on top).
+    """
+    if keras.backend.backend() == "jax":
+        import jax
+
+        stats = jax.local_devices()[0].memory_stats() or {}
+        if "bytes_limit" in stats:
+            layout_map = active_layout_map()
+            devices = 1
+            if layout_map is not None:
+                devices = layout_map.device_mesh.backend_mesh.devices.size
+            free = stats["bytes_limit"] - stats.get("bytes_in_use", 0)
+            return devices * free, f"free on {devices} device(s)"
+    available = _host_memory_available()
+    if available is None:
+        return None, None
+    return available, "of memory available on this host"
+
+
+def _host_memory_available():
+    """Bytes of memory the host has available now, or None if unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):
+        return None

@@ -45,13 +45,15 @@ class PaddedBatch:
     slot_limits: np.ndarray
 
 
-def read_prompts(inputs, tokenizer, model_name):
+def read_prompts(inputs, tokenizer, model_name, vocabulary_size):
     """The `Prompts` of any input `generate` accepts.
 
     Args:
         inputs: `generate`'s `inputs`.
         tokenizer: the model's tokenizer, or `None` (text is refused).
         model_name: the model's class name, for the error without one.
+        vocabulary_size: int, the model's vocabulary: every prompt id
+            must be an integer below it (`check_token_ids`).
     """
     if isinstance(inputs, str) or (
         isinstance(inputs, (list, tuple))
@@ -68,7 +70,9 @@ def read_prompts(inputs, tokenizer, model_name):
         single = isinstance(inputs, str)
         texts = [inputs] if single else list(inputs)
         ids = [list(tokenizer.encode(text)) for text in texts]
-        return Prompts(_check_prompts(ids), is_text=True, single=single)
+        return Prompts(
+            _check_prompts(ids, vocabulary_size), is_text=True, single=single
+        )
     if isinstance(inputs, dict):
         if "token_ids" not in inputs:
             raise ValueError(
@@ -78,14 +82,17 @@ def read_prompts(inputs, tokenizer, model_name):
         token_ids = np.asarray(inputs["token_ids"])
         mask = inputs.get("padding_mask")
         mask = np.ones_like(token_ids) if mask is None else np.asarray(mask)
-        return Prompts(_unpad(token_ids, mask), width=token_ids.shape[1])
+        return Prompts(
+            _unpad(token_ids, mask, vocabulary_size),
+            width=token_ids.shape[1],
+        )
     if isinstance(inputs, (list, tuple)) and all(
         isinstance(row, (list, tuple, np.ndarray)) for row in inputs
     ):
-        return Prompts(_check_prompts(inputs))
+        return Prompts(_check_prompts(inputs, vocabulary_size))
     array = np.asarray(inputs)
     if array.ndim == 2 and np.issubdtype(array.dtype, np.integer):
-        return Prompts(_unpad(array, np.ones_like(array)))
+        return Prompts(_unpad(array, np.ones_like(array), vocabulary_size))
     raise ValueError(
         "`generate` takes a string or list of strings, a list of token "
         "id lists, a 2D int array, or a dict with `token_ids` and "
@@ -139,19 +146,24 @@ def row_limits(prompts, max_length, max_new_tokens):
     return [max_length for _ in prompts.ids]
 
 
-def left_pad(prompts, limits, pad_id):
-    """The `PaddedBatch` of prompts (lists of ids) and their row limits.
-
-    The batch is as wide as the longest prompt plus the most tokens any
-    row may add, so that every row fits its continuation.
-    """
-    prompt_length = max(len(prompt) for prompt in prompts)
-    batch_size = len(prompts)
+def batch_width(prompts, limits):
+    """The slots of the left-padded batch (and of its caches): the longest
+    prompt plus the most tokens any row may add, so that every row fits
+    its continuation."""
     most_new = max(
         limit - len(prompt)
         for limit, prompt in zip(limits, prompts, strict=True)
     )
-    token_ids = np.full((batch_size, prompt_length + most_new), pad_id, "int32")
+    return max(len(prompt) for prompt in prompts) + most_new
+
+
+def left_pad(prompts, limits, pad_id):
+    """The `PaddedBatch` of prompts (lists of ids) and their row limits,
+    `batch_width(prompts, limits)` slots wide."""
+    prompt_length = max(len(prompt) for prompt in prompts)
+    batch_size = len(prompts)
+    width = batch_width(prompts, limits)
+    token_ids = np.full((batch_size, width), pad_id, "int32")
     prompt_mask = np.zeros((batch_size, prompt_length), "int32")
     slot_limits = np.zeros((batch_size,), "int32")
     for row, (prompt, limit) in enumerate(zip(prompts, limits, strict=True)):
@@ -189,11 +201,64 @@ def unpack_rows(tokens, written, prompts, limits, pad_id, strip_prompt):
     return out_tokens, out_mask
 
 
-def _check_prompts(prompts):
-    """Lists of ids -> list of int lists; refuses empty prompts."""
+def check_token_ids(ids, vocabulary_size, where, fix=""):
+    """`ids` as a list of Python ints, each in `[0, vocabulary_size)`.
+
+    The one check of every token id `generate` takes: the prompts', the
+    explicit stop ids' and those a tokenizer's files name. Only integers
+    pass: a float or a string is an error, never rounded or parsed.
+
+    Args:
+        ids: a sequence or 1-D array of token ids.
+        vocabulary_size: int, the model's vocabulary.
+        where: function, position -> how the error names the id at that
+            position (`"Prompt 0, position 3"`).
+        fix: str, a sentence the error ends with (what to change).
+
+    Returns:
+        The ids, a list of int.
+
+    Raises:
+        ValueError: naming the first bad id, its position and the valid
+            range.
+    """
+    if not isinstance(ids, np.ndarray):
+        values = list(ids)
+    elif np.issubdtype(ids.dtype, np.integer):
+        values = ids.reshape(-1).tolist()
+    else:
+        # Checked one by one below, so that the error names the first.
+        values = list(ids.reshape(-1))
+    for position, value in enumerate(values):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(
+            value, (int, np.integer)
+        ):
+            shown = repr(str(value)) if isinstance(value, str) else value
+            raise ValueError(
+                f"{where(position)}: token ids must be integers; received "
+                f"{shown} ({type(value).__name__}).{fix}"
+            )
+        if not 0 <= value < vocabulary_size:
+            raise ValueError(
+                f"{where(position)}: token id {value} is outside the "
+                f"vocabulary; valid ids are 0 to {vocabulary_size - 1} "
+                f"(vocabulary_size={vocabulary_size}).{fix}"
+            )
+    return [int(value) for value in values]
+
+
+def _check_prompts(prompts, vocabulary_size):
+    """Lists of ids -> list of int lists; refuses empty prompts and ids
+    that are not integers of the vocabulary."""
     checked = []
     for index, prompt in enumerate(prompts):
-        ids = [int(i) for i in np.asarray(prompt).reshape(-1)]
+        ids = check_token_ids(
+            prompt,
+            vocabulary_size,
+            lambda position, index=index: (
+                f"Prompt {index}, position {position}"
+            ),
+        )
         if not ids:
             raise ValueError(
                 f"Prompt {index} is empty; every prompt needs at least one "
@@ -205,7 +270,7 @@ def _check_prompts(prompts):
     return checked
 
 
-def _unpad(token_ids, padding_mask):
+def _unpad(token_ids, padding_mask, vocabulary_size):
     """Each row's real tokens, which must be one contiguous run."""
     if token_ids.ndim != 2 or token_ids.shape != padding_mask.shape:
         raise ValueError(
@@ -223,4 +288,4 @@ def _unpad(token_ids, padding_mask):
                 f"Received: {mask.astype(int).tolist()}."
             )
         prompts.append(ids[real])
-    return _check_prompts(prompts)
+    return _check_prompts(prompts, vocabulary_size)

@@ -1,5 +1,7 @@
 """LoRA for backbones: adapters laid out like their kernels, and merging."""
 
+import math
+
 import keras
 
 from keras_nlp.distribution.layout_map import active_layout_map
@@ -17,6 +19,35 @@ def check_lora_rank(rank):
             f"The LoRA rank must be a positive integer. Received: "
             f"rank={rank!r}."
         )
+
+
+def _lora_matrix(layer):
+    """`(kernel shape, rows, columns)`: `layer`'s kernel and the matrix
+    LoRA adapts in it. Keras's adapters `a (*shape[:-1], rank)` and
+    `b (rank, shape[-1])` multiply to the kernel folded to
+    `(prod(shape[:-1]), shape[-1])`, whose rank their product cannot
+    exceed."""
+    shape = tuple(layer._kernel.shape)
+    if getattr(layer, "quantization_mode", None) == "int4":
+        # int4 kernels are stored packed; Keras adapts their original shape.
+        shape = tuple(layer.original_kernel_shape)
+    return shape, math.prod(shape[:-1]), shape[-1]
+
+
+def _check_rank_fits(rank, layer, layers):
+    """Refuses a rank past the rank of `layer`'s adapted matrix: the
+    adapters could not use it, and would only cost memory (a rank of 10**7
+    on a 32-wide model grew past 8 GB)."""
+    shape, rows, columns = _lora_matrix(layer)
+    if rank <= min(rows, columns):
+        return
+    largest = min(min(_lora_matrix(other)[1:]) for other in layers)
+    raise ValueError(
+        f"LoRA rank {rank} is larger than the layer {layer.path} can use: "
+        f"its kernel {shape} is adapted as a {rows} x {columns} matrix, of "
+        f"rank at most {min(rows, columns)}. Pass a rank of at most "
+        f"{largest} for these target layers."
+    )
 
 
 class LoraMixin:
@@ -54,8 +85,16 @@ class LoraMixin:
             )
         return chosen
 
-    def _add_lora_adapters(self, rank, target_names):
-        """Adds adapters to the target layers; freezes everything else."""
+    def _lora_targets(self, rank, target_names):
+        """`(target names, layers)` of a LoRA request, once every check of
+        it passed (nothing is planned or created before).
+
+        Raises:
+            ValueError: LoRA already on, a rank that is not a positive
+                integer or exceeds what a target kernel can use, target
+                names that are not a non-empty list of names, or names
+                that match no layer.
+        """
         check_lora_rank(rank)
         if getattr(self, "_lora_rank", None):
             raise ValueError(
@@ -73,7 +112,21 @@ class LoraMixin:
                 f"['query', 'value']. Received: {target_names!r}."
             )
         target_names = tuple(target_names)
+        if not target_names:
+            raise ValueError(
+                "target_layer_names is empty: LoRA would adapt no layer and "
+                "leave nothing trainable. Name the layers to adapt, or pass "
+                "None for the defaults "
+                f"({list(self.lora_target_names)})."
+            )
         layers = self._lora_layers(target_names)
+        for layer in layers:
+            _check_rank_fits(rank, layer, layers)
+        return target_names, layers
+
+    def _add_lora_adapters(self, rank, target_names):
+        """Adds adapters to the target layers; freezes everything else."""
+        target_names, layers = self._lora_targets(rank, target_names)
         for variable in self.weights:
             variable.trainable = False
         for layer in layers:
@@ -122,6 +175,8 @@ class LoraMixin:
         #  'decoder_block_0/attention/query/lora_kernel_b']
         ```
         """
+        # Checked before anything is planned or created.
+        target_layer_names, _ = self._lora_targets(rank, target_layer_names)
         plan = self.layout_plan
         layout_map = None
         if plan is not None:
@@ -136,9 +191,7 @@ class LoraMixin:
             config = {
                 **self.get_config(),
                 "lora_rank": rank,
-                "lora_target_names": list(
-                    target_layer_names or self.lora_target_names
-                ),
+                "lora_target_names": list(target_layer_names),
             }
             plan = layout_map.plan_for(type(self), config)
             layout_map.extend(plan)

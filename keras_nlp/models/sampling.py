@@ -27,8 +27,8 @@ class Sampler:
         top_p: float in (0, 1] or `None`. Sample among the fewest most
             likely tokens whose probabilities add up to at least `top_p`
             (nucleus sampling); the most likely token always stays.
-        seed: int or `None`. Seed of the draws; `None` draws a fresh seed
-            per `generate` call.
+        seed: int (an int32) or `None`. Seed of the draws; `None` draws a
+            fresh seed per `generate` call.
 
     Example:
 
@@ -72,10 +72,14 @@ class Sampler:
                 f"top_p={self.top_p!r}."
             )
         if self.seed is not None and (
-            not isinstance(self.seed, int) or isinstance(self.seed, bool)
+            not isinstance(self.seed, int)
+            or isinstance(self.seed, bool)
+            or not -(2**31) <= self.seed < 2**31
         ):
+            # The loop takes the seed as an int32.
             raise ValueError(
-                f"`seed` must be an int or None. Received: seed={self.seed!r}."
+                "`seed` must be an int from -2**31 to 2**31 - 1, or None. "
+                f"Received: seed={self.seed!r}."
             )
         if self.greedy and (
             self.temperature != 1.0

@@ -19,12 +19,70 @@ from keras_nlp.saving.huggingface.loading import huggingface_config
 from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_config import write_backbone_config
 from keras_nlp.saving.preset_files import PresetDirectory
+from keras_nlp.saving.preset_files import PresetError
 from keras_nlp.saving.preset_staging import staged_preset
 from keras_nlp.saving.registry import registered_backbones
+
+# Endings of the files a preset directory holds: an argument ending in one
+# names a file where its directory was meant.
+_PRESET_FILE_ENDINGS = (".json", ".h5", ".safetensors", ".model")
 
 
 def is_preset_directory(preset):
     return isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset)
+
+
+def looks_like_path(preset):
+    """Whether `preset` is written as a path rather than a preset's name.
+
+    Built-in names are plain words (`gemma_2b_en`); a separator, a leading
+    `.` or `~`, or a preset file's ending (`config.json`) means a path.
+    """
+    if isinstance(preset, os.PathLike):
+        return True
+    if not isinstance(preset, str):
+        return False
+    separators = [sep for sep in ("/", os.sep, os.altsep) if sep]
+    return (
+        any(sep in preset for sep in separators)
+        or preset.startswith((".", "~"))
+        or preset.endswith(_PRESET_FILE_ENDINGS)
+    )
+
+
+def check_preset_path(preset):
+    """Raises `PresetError` if `preset` is a path but not a directory.
+
+    Such a path is a missing or mistyped directory, or a file in one; the
+    message says which, rather than listing the built-in presets.
+
+    Args:
+        preset: the `preset` argument of `from_preset` or `plan_layout`.
+
+    Raises:
+        PresetError: `preset` looks like a path and is no directory.
+    """
+    if not looks_like_path(preset) or os.path.isdir(preset):
+        return
+    path = os.fspath(preset)
+    if os.path.exists(path):
+        directory = os.path.dirname(os.path.abspath(path))
+        raise PresetError(
+            f"{path!r} is a file, not a preset directory. Pass the "
+            f"directory that holds config.json and the weights, e.g. "
+            f"{directory!r}."
+        )
+    if path.startswith("~"):
+        hint = (
+            " A leading '~' is not expanded here; pass "
+            f"os.path.expanduser({path!r})."
+        )
+    else:
+        existing = os.path.dirname(os.path.abspath(path))
+        while not os.path.isdir(existing):
+            existing = os.path.dirname(existing)
+        hint = f" The nearest directory that exists is {existing!r}."
+    raise PresetError(f"The preset directory {path!r} does not exist.{hint}")
 
 
 class PresetMixin:
@@ -69,14 +127,7 @@ class PresetMixin:
             return owner, config
         owner = cls._preset_owner(preset)
         if owner is None:
-            looks_like_path = isinstance(preset, os.PathLike) or (
-                isinstance(preset, str) and ("/" in preset or os.sep in preset)
-            )
-            hint = (
-                f" {os.fspath(preset)!r} is not an existing directory either."
-                if looks_like_path
-                else ""
-            )
+            check_preset_path(preset)
             available = cls._available_presets()
             close = difflib.get_close_matches(str(preset), available, n=3)
             suggestion = (
@@ -87,7 +138,7 @@ class PresetMixin:
             raise ValueError(
                 f"Unknown preset {preset!r} for {cls.__name__}.{suggestion} "
                 f"Built-in presets: {', '.join(available) or 'none'}; "
-                f"or pass the path of a preset directory.{hint}"
+                "or pass the path of a preset directory."
             )
         return owner, dict(owner.presets[preset])
 

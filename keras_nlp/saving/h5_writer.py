@@ -20,7 +20,7 @@ from keras_nlp.saving.h5_layout import saved_groups
 from keras_nlp.saving.preset_files import SHARD_FILE
 from keras_nlp.saving.preset_files import SHARDED_WEIGHTS_FILE
 from keras_nlp.saving.preset_files import WEIGHTS_FILE
-from keras_nlp.saving.preset_files import write_json
+from keras_nlp.saving.preset_staging import write_json
 from keras_nlp.saving.weight_transfer import host_pieces
 from keras_nlp.saving.weight_transfer import numpy_dtype
 

@@ -18,7 +18,7 @@ from keras_nlp.saving.preset_files import SHARDED_WEIGHTS_FILE  # noqa: F401
 from keras_nlp.saving.preset_files import WEIGHTS_FILE  # noqa: F401
 from keras_nlp.saving.preset_files import PresetError  # noqa: F401
 from keras_nlp.saving.preset_files import open_preset_directory
-from keras_nlp.saving.preset_files import write_json
+from keras_nlp.saving.preset_staging import write_json
 from keras_nlp.saving.registry import registered_backbones
 from keras_nlp.version import __version__
 

@@ -28,8 +28,8 @@ also be a regular file (not a FIFO or a device), and every file comes from
 the one directory descriptor, so a preset that a concurrent save swaps out
 is still read whole, old or new.
 
-Writing. `write_file` replaces one file atomically, never through a link;
-`preset_staging` saves a whole preset the same way.
+Writing (one file, or a whole preset, atomically and never through a
+link) is `preset_staging`'s.
 """
 
 import contextlib
@@ -37,7 +37,6 @@ import errno
 import json
 import os
 import re
-import secrets
 import stat
 
 import h5py
@@ -407,6 +406,34 @@ class PresetDirectory:
     def _refuse_link(self, name, target, why):
         _refuse(self.join(name), target, why)
 
+    def read_bytes(self, name, max_bytes, why):
+        """The contents of the file `name`, refused past `max_bytes`.
+
+        The size is checked before anything is read, and the read stops
+        past `max_bytes` (a file that grows meanwhile), so a huge file
+        costs nothing.
+
+        Args:
+            name: the file's name.
+            max_bytes: int, a whole number of MiB.
+            why: str, why the cap is enough, said in the error ("a
+                preset's JSON files are kilobytes").
+
+        Raises:
+            FileNotFoundError, PresetError: see `open`; PresetError also
+                for a file larger than `max_bytes`.
+        """
+        fd = self.open(name)
+        with os.fdopen(fd, "rb") as file:
+            size = os.fstat(file.fileno()).st_size
+            data = b"" if size > max_bytes else file.read(max_bytes + 1)
+        if max(size, len(data)) > max_bytes:
+            raise PresetError(
+                f"{self.join(name)} is larger than {max_bytes // 1024**2} "
+                f"MiB; {why}."
+            )
+        return data
+
     def read_json(self, name):
         """Reads the JSON file `name`, with errors naming the file.
 
@@ -416,18 +443,13 @@ class PresetDirectory:
         """
         path = self.join(name)
         try:
-            fd = self.open(name)
+            data = self.read_bytes(
+                name, MAX_JSON_BYTES, "a preset's JSON files are kilobytes"
+            )
         except FileNotFoundError:
             raise PresetError(
                 f"The preset has no {name}: {path} does not exist."
             ) from None
-        with os.fdopen(fd, "rb") as file:
-            data = file.read(MAX_JSON_BYTES + 1)
-        if len(data) > MAX_JSON_BYTES:
-            raise PresetError(
-                f"{path} is larger than {MAX_JSON_BYTES // 1024**2} MiB; a "
-                "preset's JSON files are kilobytes."
-            )
         check_json_depth(data, path, PresetError)
         try:
             return json.loads(data.decode("utf-8"))
@@ -561,58 +583,3 @@ def open_preset_directory(preset):
         return
     with PresetDirectory(preset) as directory:
         yield directory
-
-
-# === Writing ===
-
-
-def os_error_naming(error, path):
-    """The same kind of OSError, carrying `path`."""
-    reason = error.strerror or str(error)
-    if error.errno:
-        return OSError(error.errno, reason, path)
-    new = OSError(reason)
-    new.filename = path
-    return new
-
-
-def fsync_path(path):
-    fd = os.open(path, os.O_RDONLY | _CLOEXEC)
-    try:
-        os.fsync(fd)
-    except OSError as error:
-        # Some filesystems cannot sync a directory; the data is written.
-        if error.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
-            raise
-    finally:
-        os.close(fd)
-
-
-def write_file(directory, name, data):
-    """Writes `data` (bytes) as `directory/name`, replacing it atomically.
-
-    The bytes go to a new file (created exclusively, so never through a
-    link), which is flushed and then renamed over `name`; a link at `name`
-    is replaced, its target untouched.
-    """
-    path = os.path.join(directory, name)
-    temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}")
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
-    try:
-        fd = os.open(temporary, flags, 0o666)
-        try:
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(temporary)
-            raise
-    except OSError as error:
-        raise os_error_naming(error, path) from error
-
-
-def write_json(directory, name, value):
-    write_file(directory, name, json.dumps(value, indent=4).encode("utf-8"))

@@ -12,12 +12,14 @@ over as hard links, or copies where links are not supported, each entry
 opened relative to its folder's descriptor and never through a link (a
 link is carried as a link, unread). Nothing is written through a symbolic
 link: the target may not be one, and every file is created exclusively in
-the fresh directory.
+the fresh directory. `write_file` and `write_json` replace one file in a
+directory the same way.
 """
 
 import contextlib
 import ctypes
 import errno
+import json
 import os
 import re
 import secrets
@@ -33,9 +35,7 @@ from keras_nlp.saving.preset_files import SHARD_FILE
 from keras_nlp.saving.preset_files import SHARDED_WEIGHTS_FILE
 from keras_nlp.saving.preset_files import WEIGHTS_FILE
 from keras_nlp.saving.preset_files import PresetError
-from keras_nlp.saving.preset_files import fsync_path
 from keras_nlp.saving.preset_files import link_target
-from keras_nlp.saving.preset_files import os_error_naming
 from keras_nlp.saving.preset_files import strip_trailing_separators
 
 try:
@@ -418,3 +418,58 @@ def staged_preset(target, active=True):
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
         raise
+
+
+# === One file ===
+
+
+def os_error_naming(error, path):
+    """The same kind of OSError, carrying `path`."""
+    reason = error.strerror or str(error)
+    if error.errno:
+        return OSError(error.errno, reason, path)
+    new = OSError(reason)
+    new.filename = path
+    return new
+
+
+def fsync_path(path):
+    fd = os.open(path, os.O_RDONLY | _CLOEXEC)
+    try:
+        os.fsync(fd)
+    except OSError as error:
+        # Some filesystems cannot sync a directory; the data is written.
+        if error.errno not in (errno.EINVAL, errno.EBADF, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
+
+
+def write_file(directory, name, data):
+    """Writes `data` (bytes) as `directory/name`, replacing it atomically.
+
+    The bytes go to a new file (created exclusively, so never through a
+    link), which is flushed and then renamed over `name`; a link at `name`
+    is replaced, its target untouched.
+    """
+    path = os.path.join(directory, name)
+    temporary = os.path.join(directory, f".{name}.{secrets.token_hex(4)}")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+    try:
+        fd = os.open(temporary, flags, 0o666)
+        try:
+            with os.fdopen(fd, "wb") as file:
+                file.write(data)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+            raise
+    except OSError as error:
+        raise os_error_naming(error, path) from error
+
+
+def write_json(directory, name, value):
+    write_file(directory, name, json.dumps(value, indent=4).encode("utf-8"))

@@ -49,6 +49,8 @@ class SpecialTokens:
             `added_tokens_decoder`.
         from_model_config: dict, `<role>_token_id` -> the id (or list of
             ids) of each role taken from `config.json`.
+        eos_sources: dict, each EOS id -> `(file name, field)` naming it,
+            for errors about an id that a model's vocabulary lacks.
     """
 
     bos_token_id: int | None
@@ -57,6 +59,7 @@ class SpecialTokens:
     special_ids: frozenset
     added_names: dict
     from_model_config: dict
+    eos_sources: dict
 
 
 class _Sources:
@@ -127,28 +130,34 @@ class _Sources:
         return list(values)
 
     def naming(self, role):
-        """(file, ids) of every source naming a role, first ones first."""
+        """(file, field, ids) of every source naming a role, first ones
+        first."""
         field = f"{role}_token"
         for name in TOKEN_FILES:
             token = self.configs.get(name, {}).get(field)
             if token is not None:
-                yield name, [self.token_id(token, name, field)]
+                yield name, field, [self.token_id(token, name, field)]
         for name in ID_FILES:
             ids = self.config_ids(name, role)
             if ids:
-                yield name, ids
+                yield name, f"{field}_id", ids
         own = self.model_token_id(role)
         if own is not None:
-            yield SENTENCEPIECE_MODEL, [own]
+            yield SENTENCEPIECE_MODEL, f"{role}_id()", [own]
 
     def role_ids(self, role):
-        """(ids, source file) of a role: the first source's ids; for EOS
-        from a tokenizer file, `generation_config.json`'s stop ids too."""
-        for name, ids in self.naming(role):
+        """(ids, source file, {id: (file, field)}) of a role: the first
+        source's ids; for EOS from a tokenizer file,
+        `generation_config.json`'s stop ids too."""
+        for name, field, ids in self.naming(role):
+            sources = {i: (name, field) for i in ids}
             if role == "eos" and name in TOKEN_FILES:
-                ids += self.config_ids(GENERATION_CONFIG, role)
-            return list(dict.fromkeys(ids)), name
-        return [], None
+                for i in self.config_ids(GENERATION_CONFIG, role):
+                    sources.setdefault(
+                        i, (GENERATION_CONFIG, f"{role}_token_id")
+                    )
+            return list(sources), name, sources
+        return [], None, {}
 
 
 def resolve_special_tokens(
@@ -175,9 +184,9 @@ def resolve_special_tokens(
             or gives an id that is not a non-negative integer.
     """
     sources = _Sources(configs, token_to_id, model_token_id, where, vocabulary)
-    found, source = {}, {}
+    found, source, named_by = {}, {}, {}
     for role in ROLES:
-        found[role], source[role] = sources.role_ids(role)
+        found[role], source[role], named_by[role] = sources.role_ids(role)
     eos_token_ids = tuple(found["eos"])
     if found["pad"]:
         pad_token_id = found["pad"][0]
@@ -199,6 +208,7 @@ def resolve_special_tokens(
         special_ids=frozenset([*found["bos"], *found["eos"], *found["pad"]]),
         added_names={i: token for token, i in sources.added_tokens.items()},
         from_model_config=from_model_config,
+        eos_sources=named_by["eos"],
     )
 
 

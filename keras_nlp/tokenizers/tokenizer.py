@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 
-from keras_nlp.saving.preset_files import write_file
+from keras_nlp.saving.preset_staging import write_file
 from keras_nlp.tokenizers.backends import load_huggingface
 from keras_nlp.tokenizers.backends import load_sentencepiece
 from keras_nlp.tokenizers.backends import sentencepiece_decode
@@ -223,6 +223,7 @@ class Tokenizer:
         self.pad_token_id = special.pad_token_id
         self._special_ids = special.special_ids
         self._added_names = special.added_names
+        self._eos_sources = special.eos_sources
         # Kept with the copied files (see `save_to_preset`).
         self._from_model_config = special.from_model_config
         self._read_add_flags(configs.get(TOKENIZER_CONFIG, {}))
@@ -303,6 +304,21 @@ class Tokenizer:
     def special_token_ids(self):
         """The ids the files name as BOS, EOS or PAD (a frozenset)."""
         return self._special_ids
+
+    def eos_token_source(self, token_id):
+        """Where the files name an end-of-sequence id, for errors about it.
+
+        Args:
+            token_id: int, one of `eos_token_ids`.
+
+        Returns:
+            str: the file and its field, e.g.
+            "/preset/generation_config.json `eos_token_id`".
+        """
+        name, field = self._eos_sources.get(token_id, (None, None))
+        if name is None:
+            return f"{self._where(self._kind)} (token id {token_id})"
+        return f"{self._where(name)} `{field}`"
 
     @property
     def add_bos(self):

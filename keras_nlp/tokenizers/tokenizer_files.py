@@ -17,6 +17,7 @@ import os
 from keras_nlp.saving.json_depth import MAX_JSON_DEPTH
 from keras_nlp.saving.json_depth import check_json_depth
 from keras_nlp.saving.json_depth import json_depth
+from keras_nlp.saving.preset_files import MAX_JSON_BYTES
 from keras_nlp.saving.preset_files import PresetDirectory
 
 TOKENIZER_JSON = "tokenizer.json"
@@ -38,6 +39,21 @@ TOKENIZER_FILES = (
 # keras-hub keeps a SentencePiece model here, beside a `tokenizer.json`
 # that is a Keras layer config rather than a Hugging Face tokenizer.
 KERAS_HUB_SENTENCEPIECE = ("assets", "tokenizer", "vocabulary.spm")
+# What a file may hold at most, and why that is enough: far above any
+# published tokenizer (the largest tokenizer.json are ~30 MB, SentencePiece
+# models ~5 MB), these only stop a huge file from being read into memory.
+# The JSON beside them is capped as a preset's config is.
+_MAX_BYTES = {
+    TOKENIZER_JSON: (
+        256 * 1024**2,
+        "the largest published tokenizer.json are about 30 MB",
+    ),
+    SENTENCEPIECE_MODEL: (
+        64 * 1024**2,
+        "the largest published SentencePiece models are about 5 MB",
+    ),
+}
+_JSON_CAP = (MAX_JSON_BYTES, "a tokenizer's JSON files are megabytes at most")
 # Files of tokenizer formats that are not read here; named in errors.
 _UNSUPPORTED_FILES = (
     "vocab.json",
@@ -64,9 +80,11 @@ def parse_json(data, where):
 
 
 def _read_bytes(directory, name):
-    fd = directory.open(name)
-    with os.fdopen(fd, "rb") as file:
-        return file.read()
+    """The file `name`, refused (naming its cap) past `_MAX_BYTES`."""
+    cap = _MAX_BYTES.get(name, _JSON_CAP)
+    if name == KERAS_HUB_SENTENCEPIECE[-1]:
+        cap = _MAX_BYTES[SENTENCEPIECE_MODEL]
+    return directory.read_bytes(name, *cap)
 
 
 def _is_keras_hub_config(data):

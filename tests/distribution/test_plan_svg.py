@@ -1,6 +1,6 @@
 """The plan as a picture: `LayoutPlan.to_svg` and `plan --svg`, rendered
 by a real headless browser (Debian's `chromium-headless-shell`, which
-`.ci/run` installs)."""
+`.ci/test` installs)."""
 
 import colorsys
 import shutil
@@ -13,6 +13,7 @@ import pytest
 
 from keras_nlp.cli import main
 from keras_nlp.distribution import MeshShape
+from keras_nlp.distribution.plan_svg import TEXT_CHARACTERS
 from keras_nlp.distribution.plan_svg import WHOLE_COLOR
 from keras_nlp.distribution.plan_svg import device_shards
 from keras_nlp.models import GemmaBackbone
@@ -57,7 +58,18 @@ def test_one_row_per_weight_kind_with_a_square_per_device(gemma_svg):
     assert title == "gemma_2b_en on mesh 2x4 (batch, model)"
     texts = " ".join(t.text or "" for t in root.iter(f"{SVG}text"))
     assert "attention/key/kernel  decoder_block 0-17  x18" in texts
-    assert "(None, batch, None) -> shard (1, 1024, 256)" in texts
+    assert "(None, batch, None) -> shard (1, 1024, 256) in each block" in texts
+    # The bytes of all 18 blocks, in the text table's words.
+    assert "18.00 MiB per device, all blocks shown" in texts
+    # Each reason whole, wrapped at a space into lines beside the grid.
+    for row, (_, _, weight) in zip(rows, plan.grouped_rows(), strict=True):
+        lines = [t.text for t in row.findall(f"{SVG}text")]
+        after_decision = lines[lines.index(weight.decision) + 1 :]
+        assert all(len(line) <= TEXT_CHARACTERS for line in after_decision)
+        if weight.decision != "sharded":
+            assert " ".join(" ".join(after_decision).split()) == " ".join(
+                weight.reason.split()
+            )
 
 
 def browser():
@@ -69,7 +81,7 @@ def browser():
         "No headless browser found (tried "
         + ", ".join(BROWSERS)
         + "). Install Debian's chromium-headless-shell "
-        "(apt-get install chromium-headless-shell), as .ci/run does."
+        "(apt-get install chromium-headless-shell), as .ci/test does."
     )
 
 

@@ -85,7 +85,9 @@ def test_mesh_shape_parse_and_errors():
     }
     with pytest.raises(ValueError, match="has 3 axes but 2 axis names"):
         MeshShape.parse("1x2x2", ("batch", "model"))
-    with pytest.raises(ValueError, match="has 4 axes; give their names"):
+    with pytest.raises(
+        ValueError, match="has 4 axes; pass one axis name per size"
+    ):
         MeshShape.parse("1x2x2x2")
     with pytest.raises(
         ValueError, match="positive integers. Received shape=\\(0, 2\\)"

@@ -141,3 +141,31 @@ def test_from_preset_on_an_empty_directory_is_a_clear_error(tmp_path):
         GemmaBackbone.from_preset(str(tmp_path))
     message = str(info.value)
     assert f"The preset has no config.json: {tmp_path}/config.json" in message
+
+
+class _TensorFlowConsulted:
+    @property
+    def available(self):
+        raise AssertionError("Keras's serializer looked for TensorFlow")
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16", "mixed_bfloat16"])
+def test_dtype_policy_is_serialized_as_keras_does_without_tensorflow(
+    monkeypatch, name
+):
+    # Keras's serializer imports TensorFlow (its start-up banner in a JAX
+    # program) to rule out TensorFlow types; get_config must not reach it.
+    from keras.src.saving import serialization_lib
+
+    from keras_nlp.models.backbone import serialize_dtype_policy
+
+    monkeypatch.setattr(serialization_lib, "tf", _TensorFlowConsulted())
+    serialized = serialize_dtype_policy(keras.DTypePolicy(name))
+    # What keras.dtype_policies.serialize writes, and reads back.
+    assert serialized == {
+        "module": "keras",
+        "class_name": "DTypePolicy",
+        "config": {"name": name},
+        "registered_name": None,
+    }
+    assert keras.dtype_policies.deserialize(serialized).name == name

@@ -385,7 +385,12 @@ def test_get_sampler_names():
         (dict(top_k=True), "Received: top_k=True."),
         (dict(top_p=0), "`top_p` must be in (0, 1] or None. "),
         (dict(top_p=1.5), "Received: top_p=1.5."),
-        (dict(seed=1.5), "`seed` must be an int or None. Received: seed=1.5"),
+        (
+            dict(seed=1.5),
+            "`seed` must be an int from -2**31 to 2**31 - 1, or None. "
+            "Received: seed=1.5.",
+        ),
+        (dict(seed=2**31), "Received: seed=2147483648."),
         (
             dict(greedy=True, top_k=3),
             "A greedy sampler takes the most likely token, so it takes no "
@@ -454,8 +459,21 @@ def test_a_row_stops_at_its_stop_token_and_the_others_continue():
 @pytest.mark.parametrize(
     "stop_token_ids, message",
     [
-        ([5, 96], "Stop token ids [96] are outside the vocabulary [0, 96)."),
-        (-1, "Stop token ids [-1] are outside the vocabulary [0, 96)."),
+        (
+            [5, 96],
+            "`stop_token_ids`, position 1: token id 96 is outside the "
+            "vocabulary; valid ids are 0 to 95 (vocabulary_size=96).",
+        ),
+        (
+            -1,
+            "`stop_token_ids`, position 0: token id -1 is outside the "
+            "vocabulary; valid ids are 0 to 95 (vocabulary_size=96).",
+        ),
+        (
+            [2.5],
+            "`stop_token_ids`, position 0: token ids must be integers; "
+            "received 2.5 (float).",
+        ),
         (
             "eos",
             "`stop_token_ids` must be 'auto', None or a list of ints. "
@@ -620,6 +638,59 @@ def test_strip_prompt_returns_the_generated_tokens_only():
             "id lists, a 2D int array, or a dict with `token_ids` and "
             "`padding_mask`. Received: ndarray.",
         ),
+        *(
+            (
+                [[1, 2], [3, bad]],
+                dict(max_new_tokens=4),
+                f"Prompt 1, position 1: token id {bad} is outside the "
+                "vocabulary; valid ids are 0 to 95 (vocabulary_size=96).",
+            )
+            for bad in (96, 10**6, -1)
+        ),
+        *(
+            (
+                [[1, bad]],
+                dict(max_new_tokens=4),
+                "Prompt 0, position 1: token ids must be integers; received "
+                f"{shown}.",
+            )
+            for bad, shown in ((1.5, "1.5 (float)"), ("7", "'7' (str)"))
+        ),
+        (
+            {"token_ids": np.array([[0.0, 2.0]])},
+            dict(max_new_tokens=4),
+            "Prompt 0, position 0: token ids must be integers; received 0.0 "
+            "(float64).",
+        ),
+        (
+            PROMPTS,
+            dict(max_new_tokens=4, seed=1.5),
+            "`seed` must be an int from -2**31 to 2**31 - 1, or None. "
+            "Received: seed=1.5.",
+        ),
+        *(
+            (
+                PROMPTS,
+                arguments,
+                f"Generating to {total} positions exceeds the 1048576 that "
+                "`generate` allows a model without learned positions "
+                "(LlamaBackbone). Pass a smaller `max_length` or "
+                "`max_new_tokens`.",
+            )
+            for arguments, total in (
+                (dict(max_new_tokens=10**7), 10**7 + 5),
+                (dict(max_new_tokens=10**9), 10**9 + 5),
+                (dict(max_length=10**9), 10**9),
+            )
+        ),
+        (
+            # Within the positions, but 4 TiB of caches: more than any
+            # host has (2**15 rows x 2**20 slots x 128 bytes).
+            [[1]] * 2**15,
+            dict(max_length=2**20),
+            "The key/value caches of 32768 rows of 1048576 slots would take "
+            "4.00 TiB, more than the ",
+        ),
     ],
     ids=[
         "both_lengths",
@@ -635,6 +706,17 @@ def test_strip_prompt_returns_the_generated_tokens_only():
         "text_without_tokenizer",
         "dict_without_token_ids",
         "float_array",
+        "id_of_vocabulary_size",
+        "id_1e6",
+        "id_minus_1",
+        "float_id",
+        "string_id",
+        "float_token_ids",
+        "float_seed",
+        "max_new_tokens_1e7",
+        "max_new_tokens_1e9",
+        "max_length_1e9",
+        "caches_past_memory",
     ],
 )
 def test_generate_input_errors(inputs, arguments, message):
@@ -643,6 +725,8 @@ def test_generate_input_errors(inputs, arguments, message):
     with pytest.raises(ValueError) as error:
         model.generate(inputs, **arguments)
     assert message in str(error.value)
+    # One line, raised before the loop is traced (or anything allocated).
+    assert "\n" not in str(error.value)
     assert model.generate_traces == traces
 
 
@@ -775,6 +859,25 @@ def test_eos_of_the_tokenizer_stops_generation():
             )
         ]
     )
+
+
+def test_eos_ids_of_the_tokenizer_files_are_checked_as_stop_ids_are():
+    files = dict(sentencepiece_files())
+    files["generation_config.json"] = json.dumps(
+        {"eos_token_id": [2, 10**12]}
+    ).encode()
+    tokenizer = Tokenizer(files)
+    model = LlamaCausalLM(text_lm().backbone, tokenizer=tokenizer)
+    size = tokenizer.vocabulary_size
+    with pytest.raises(ValueError) as error:
+        model.generate([[1, 2]], max_new_tokens=2)
+    assert str(error.value) == (
+        "generation_config.json `eos_token_id`: token id 1000000000000 is "
+        f"outside the vocabulary; valid ids are 0 to {size - 1} "
+        f"(vocabulary_size={size}). Correct the file, or pass "
+        "`stop_token_ids` to `generate`."
+    )
+    assert model.generate_traces == 0
 
 
 def test_ids_past_the_tokenizers_vocabulary_are_left_out_of_text():

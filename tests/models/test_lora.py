@@ -1,5 +1,7 @@
 """LoRA on backbones: targets, freezing, configs, merging, regex traps."""
 
+import functools
+
 import keras
 import numpy as np
 import pytest
@@ -44,23 +46,94 @@ def test_only_adapters_of_the_default_targets_are_trainable():
     assert shapes["decoder_block_0/attention/query/lora_kernel_b"] == (4, 8)
 
 
-def test_custom_targets_and_bad_input_are_named():
-    backbone = LlamaBackbone(
-        vocabulary_size=64,
-        num_layers=1,
-        num_query_heads=4,
-        num_key_value_heads=2,
-        hidden_dim=32,
-        intermediate_dim=48,
-    )
-    with pytest.raises(ValueError, match="Received: rank=0"):
-        backbone.enable_lora(0)
-    with pytest.raises(ValueError, match=r"\['qkv'\] match no layer"):
-        backbone.enable_lora(2, target_layer_names=["qkv"])
-    with pytest.raises(ValueError, match="must be a list of layer names"):
-        backbone.enable_lora(2, target_layer_names="query")
+LLAMA = dict(
+    vocabulary_size=64,
+    num_layers=1,
+    num_query_heads=4,
+    num_key_value_heads=2,
+    hidden_dim=32,
+    intermediate_dim=48,
+)
+
+
+@functools.cache
+def llama_for_errors():
+    """A Llama that every bad request leaves as it is."""
+    return LlamaBackbone(**LLAMA)
+
+
+# Each rank error names the first target layer that cannot use the rank.
+VALUE_RANK_LIMIT = (
+    "is larger than the layer transformer_layer_0/self_attention/value can "
+    "use: its kernel (32, 2, 8) is adapted as a 64 x 8 matrix, of rank at "
+    "most 8. Pass a rank of at most 8 for these target layers."
+)
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        pytest.param(dict(rank=0), "Received: rank=0.", id="zero_rank"),
+        pytest.param(
+            dict(rank=10**5),
+            f"LoRA rank 100000 {VALUE_RANK_LIMIT}",
+            id="rank_1e5",
+        ),
+        pytest.param(
+            dict(rank=9), f"LoRA rank 9 {VALUE_RANK_LIMIT}", id="rank_9"
+        ),
+        # The constructor (a config's `lora_rank`) checks alike.
+        pytest.param(
+            dict(lora_rank=10**7),
+            f"LoRA rank 10000000 {VALUE_RANK_LIMIT}",
+            id="constructor_rank_1e7",
+        ),
+        pytest.param(
+            dict(rank=9, target_layer_names=["feedforward_gate_dense", "key"]),
+            "LoRA rank 9 is larger than the layer "
+            "transformer_layer_0/self_attention/key can use: its kernel "
+            "(32, 2, 8) is adapted as a 64 x 8 matrix, of rank at most 8. "
+            "Pass a rank of at most 8 for these target layers.",
+            id="rank_9_custom_targets",
+        ),
+        pytest.param(
+            dict(rank=2, target_layer_names=[]),
+            "target_layer_names is empty: LoRA would adapt no layer and "
+            "leave nothing trainable. Name the layers to adapt, or pass None "
+            "for the defaults (['query', 'value']).",
+            id="no_targets",
+        ),
+        pytest.param(
+            dict(rank=2, target_layer_names=["qkv"]),
+            "LoRA target names ['qkv'] match no layer",
+            id="unknown_target",
+        ),
+        pytest.param(
+            dict(rank=2, target_layer_names="query"),
+            "must be a list of layer names",
+            id="target_string",
+        ),
+    ],
+)
+def test_lora_argument_errors(arguments, message):
+    backbone = llama_for_errors()
+    with pytest.raises(ValueError) as error:
+        if "lora_rank" in arguments:
+            LlamaBackbone(**LLAMA, **arguments)
+        else:
+            backbone.enable_lora(**arguments)
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+    # Refused before any adapter or plan: nothing changed.
+    assert backbone.lora_config() == {}
+    assert len(backbone.trainable_weights) == len(backbone.weights)
+
+
+def test_custom_targets_and_a_rank_at_the_kernels_limit():
+    backbone = LlamaBackbone(**LLAMA)
+    # 8: the key kernel's (32, 2, 8) limit, which it reaches.
     backbone.enable_lora(
-        2, target_layer_names=["key", "feedforward_gate_dense"]
+        8, target_layer_names=["key", "feedforward_gate_dense"]
     )
     assert sorted(v.path for v in backbone.trainable_weights) == [
         "transformer_layer_0/feedforward_gate_dense/lora_kernel_a",

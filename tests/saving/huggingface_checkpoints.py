@@ -167,6 +167,33 @@ def _compared(case, inputs, outputs):
     return (case.outputs or real_outputs)(inputs, outputs)
 
 
+def assert_real_outputs_close(case, inputs, model, expected):
+    """`model`'s sequence output at the real tokens is `expected`, within
+    the case's tolerance."""
+    np.testing.assert_allclose(
+        real_outputs(inputs, model(inputs)),
+        expected,
+        atol=case.atol,
+        rtol=case.atol,
+    )
+
+
+def write_directory(path, tensors, config):
+    """A checkpoint directory at `path`: `tensors` in `model.safetensors`
+    beside `config` as `config.json`."""
+    from safetensors.numpy import save_file
+
+    path.mkdir()
+    save_file(tensors, str(path / "model.safetensors"))
+    (path / "config.json").write_text(json.dumps(config))
+
+
+def exported_config(backbone, path):
+    """`backbone` saved in Hugging Face format at `path`; its config.json."""
+    backbone.save_to_preset(str(path), format="huggingface")
+    return json.loads((path / "config.json").read_text())
+
+
 # What an export writes back as read (`keras_nlp.saving.huggingface.export`).
 _AS_READ = (
     "rope_theta",

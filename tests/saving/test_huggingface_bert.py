@@ -17,7 +17,6 @@ import keras
 import numpy as np
 import pytest
 from safetensors.numpy import load_file
-from safetensors.numpy import save_file
 
 from keras_nlp.models import Backbone
 from keras_nlp.saving.huggingface import huggingface_config
@@ -29,6 +28,7 @@ from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
 from tests.saving.huggingface_checkpoints import assert_same_weights
 from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
+from tests.saving.huggingface_checkpoints import write_directory
 from tests.saving.huggingface_options import OptionCheckpointTests
 from tests.saving.huggingface_options import assert_feedforward_is_erf_gelu
 from tests.saving.huggingface_options import written_checkpoint
@@ -209,11 +209,10 @@ class TestBertCheckpoints(HuggingFaceFamilyTests):
             if not name.startswith(("bert.pooler.", "cls.seq_relationship."))
         }
         written = tmp_path / "masked_lm"
-        written.mkdir()
-        save_file(tensors, str(written / "model.safetensors"))
         config = json.loads((path / "config.json").read_text())
-        config["architectures"] = ["BertForMaskedLM"]
-        (written / "config.json").write_text(json.dumps(config))
+        write_directory(
+            written, tensors, dict(config, architectures=["BertForMaskedLM"])
+        )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ours = Backbone.from_preset(str(written))

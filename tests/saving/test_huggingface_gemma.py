@@ -30,6 +30,8 @@ from keras_nlp.saving import PresetError
 from keras_nlp.saving.huggingface import huggingface_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import assert_real_outputs_close
+from tests.saving.huggingface_checkpoints import exported_config
 from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
 
@@ -219,14 +221,8 @@ class TestGemma2Checkpoints(HuggingFaceFamilyTests):
         finally:
             for kernel, value in zip(kernels, values, strict=True):
                 kernel.assign(value)
-        np.testing.assert_allclose(
-            real_outputs(inputs, ours(inputs)),
-            expected,
-            atol=case.atol,
-            rtol=case.atol,
-        )
-        ours.save_to_preset(str(tmp_path / "hf"), format="huggingface")
-        exported = json.loads((tmp_path / "hf" / "config.json").read_text())
+        assert_real_outputs_close(case, inputs, ours, expected)
+        exported = exported_config(ours, tmp_path / "hf")
         assert exported["query_pre_attn_scalar"] == scalar
         again = Backbone.from_preset(str(tmp_path / "hf"))
         assert again.get_config() == dict(ours.get_config(), name=again.name)

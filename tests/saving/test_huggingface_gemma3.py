@@ -25,6 +25,8 @@ from keras_nlp.saving import PresetError
 from keras_nlp.saving.huggingface import huggingface_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import assert_real_outputs_close
+from tests.saving.huggingface_checkpoints import exported_config
 from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
 from tests.saving.test_huggingface_gemma import gemma_tensors
@@ -247,14 +249,8 @@ class TestGemma3TextCheckpoints(HuggingFaceFamilyTests):
                 x, padding_mask=inputs["padding_mask"]
             )
         expected = real_outputs(inputs, theirs.layer_norm(x))
-        np.testing.assert_allclose(
-            real_outputs(inputs, ours(inputs)),
-            expected,
-            atol=case.atol,
-            rtol=case.atol,
-        )
-        ours.save_to_preset(str(tmp_path / "hf"), format="huggingface")
-        exported = json.loads((tmp_path / "hf" / "config.json").read_text())
+        assert_real_outputs_close(case, inputs, ours, expected)
+        exported = exported_config(ours, tmp_path / "hf")
         assert exported["layer_types"] == layer_types
         # transformers 4.x's `sliding_window_pattern` cannot say it.
         assert "sliding_window_pattern" not in exported

@@ -13,15 +13,15 @@ import warnings
 
 import numpy as np
 from safetensors.numpy import load_file
-from safetensors.numpy import save_file
 
 from keras_nlp.models import Backbone
 from keras_nlp.saving.huggingface import huggingface_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import assert_real_outputs_close
 from tests.saving.huggingface_checkpoints import assert_same_weights
-from tests.saving.huggingface_checkpoints import real_outputs
 from tests.saving.huggingface_checkpoints import tensor_writer
+from tests.saving.huggingface_checkpoints import write_directory
 from tests.saving.test_huggingface_bert import assert_config_refused
 from tests.saving.test_huggingface_bert import encoder_block_tensors
 from tests.saving.test_huggingface_bert import encoder_config
@@ -128,11 +128,10 @@ class TestRobertaCheckpoints(HuggingFaceFamilyTests):
         }
         tensors = {**load_file(str(path / "model.safetensors")), **pooler}
         written = tmp_path / "roberta_model"
-        written.mkdir()
-        save_file(tensors, str(written / "model.safetensors"))
         config = json.loads((path / "config.json").read_text())
-        config["architectures"] = ["RobertaModel"]
-        (written / "config.json").write_text(json.dumps(config))
+        write_directory(
+            written, tensors, dict(config, architectures=["RobertaModel"])
+        )
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ours = Backbone.from_preset(str(written))
@@ -143,12 +142,7 @@ class TestRobertaCheckpoints(HuggingFaceFamilyTests):
             pooler["roberta.pooler.dense.weight"].T,
         )
         # The outputs do not use it.
-        np.testing.assert_allclose(
-            real_outputs(inputs, ours(inputs)),
-            expected,
-            atol=case.atol,
-            rtol=case.atol,
-        )
+        assert_real_outputs_close(case, inputs, ours, expected)
         ours.save_to_preset(str(tmp_path / "hf"), format="huggingface")
         exported = load_file(str(tmp_path / "hf" / "model.safetensors"))
         for name, value in tensors.items():

@@ -136,13 +136,40 @@ def test_preset_of_another_class(preset):
         LlamaBackbone.from_preset(str(preset))
 
 
-def test_missing_directory_is_named(tmp_path):
-    missing = str(tmp_path / "nowhere")
-    with pytest.raises(
-        ValueError,
-        match=r"Unknown preset .*nowhere.* is not an existing directory",
-    ):
-        Backbone.from_preset(missing)
+@pytest.mark.parametrize(
+    "preset, message",
+    [
+        (
+            "{tmp}/nowhere",
+            "The preset directory '{tmp}/nowhere' does not exist. The "
+            "nearest directory that exists is '{tmp}'.",
+        ),
+        (
+            "{tmp}/typo/gemma",
+            "The preset directory '{tmp}/typo/gemma' does not exist. The "
+            "nearest directory that exists is '{tmp}'.",
+        ),
+        (
+            "~/keras_nlp_no_such_preset",
+            "A leading '~' is not expanded here; pass os.path.expanduser(",
+        ),
+        (
+            "{tmp}/config.json",
+            "'{tmp}/config.json' is a file, not a preset directory. Pass the "
+            "directory that holds config.json and the weights, e.g. '{tmp}'.",
+        ),
+        # A name with a preset file's ending is read as a path.
+        ("model.weights.h5", "'model.weights.h5' does not exist."),
+    ],
+)
+def test_path_that_is_no_directory_is_named(tmp_path, preset, message):
+    (tmp_path / "config.json").write_text("{}")
+    preset = preset.format(tmp=tmp_path)
+    with pytest.raises(PresetError) as info:
+        Backbone.from_preset(preset)
+    assert message.format(tmp=tmp_path) in str(info.value)
+    # The path's problem, not the list of every built-in preset.
+    assert "gemma_2b_en" not in str(info.value)
 
 
 def test_config_that_does_not_match_the_weights(preset):

@@ -375,6 +375,43 @@ def test_a_linked_tokenizer_file_is_refused(bpe_json, make_preset, tmp_path):
         Tokenizer.from_preset(path)
 
 
+@pytest.mark.parametrize(
+    "name, cap, why",
+    [
+        (
+            "tokenizer.json",
+            256,
+            "the largest published tokenizer.json are about 30 MB",
+        ),
+        (
+            "tokenizer.model",
+            64,
+            "the largest published SentencePiece models are about 5 MB",
+        ),
+        (
+            "generation_config.json",
+            64,
+            "a tokenizer's JSON files are megabytes at most",
+        ),
+    ],
+)
+def test_a_file_past_its_size_cap_is_refused_unread(
+    bpe_json, sentencepiece_model, make_preset, name, cap, why
+):
+    model = {"tokenizer.model": sentencepiece_model}
+    if name == "tokenizer.model":
+        model = {"tokenizer.json": bpe_json}
+    path = make_preset(model)
+    # A sparse file: the cap is checked from its size, nothing is read.
+    (path / name).write_bytes(b"")
+    os.truncate(path / name, cap * 1024**2 + 1)
+    with pytest.raises(PresetError) as error:
+        Tokenizer.from_preset(path)
+    assert str(error.value) == (
+        f"{path / name} is larger than {cap} MiB; {why}."
+    )
+
+
 def test_a_missing_package_is_named(bpe_json, monkeypatch):
     monkeypatch.setitem(sys.modules, "tokenizers", None)
     with pytest.raises(ImportError, match=r"pip install tokenizers"):

@@ -38,7 +38,7 @@ from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_INDEX
 from keras_nlp.saving.huggingface.family import family_for_backbone
 from keras_nlp.saving.huggingface.tensor_table import bind
 from keras_nlp.saving.preset_files import CONFIG_FILE
-from keras_nlp.saving.preset_files import write_json
+from keras_nlp.saving.preset_staging import write_json
 from keras_nlp.saving.weight_transfer import dtype_name
 from keras_nlp.saving.weight_transfer import host_pieces
 from keras_nlp.saving.weight_transfer import numpy_dtype
