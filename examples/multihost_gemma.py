@@ -72,7 +72,7 @@ def main():
     # First, before anything touches a device. No-op in one process.
     multihost.initialize(args.coordinator, args.num_processes, args.process_id)
     # The same seed everywhere: every mesh starts from the same weights.
-    keras.utils.set_random_seed(0)
+    multihost.set_random_seed(0)
     devices = len(keras.distribution.list_devices())
     processes = multihost.process_count()
     if args.mesh:

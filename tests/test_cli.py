@@ -298,6 +298,14 @@ BAD_INPUTS = {
             "Received: num_layers='2'."
         ],
     ),
+    "more layers than any checkpoint": (
+        ["{dir}", "--mesh", "1x2"],
+        gemma_config_json(num_layers=10**7),
+        [
+            "GemmaBackbone: `num_layers` is at most 256",
+            "Received: num_layers=10000000.",
+        ],
+    ),
     "no heads": (
         ["{dir}", "--mesh", "1x2"],
         gemma_config_json(num_query_heads=0),

@@ -52,6 +52,25 @@ def serialize_dtype_policy(policy):
     return keras.dtype_policies.serialize(policy)
 
 
+def serialize_backbone(backbone):
+    """`keras.saving.serialize_keras_object(backbone)`, without importing
+    TensorFlow (see `serialize_dtype_policy`): the same fields, which
+    `keras.saving.deserialize_keras_object` reads back."""
+    serialized = {
+        "module": type(backbone).__module__,
+        "class_name": type(backbone).__name__,
+        "config": backbone.get_config(),
+        "registered_name": keras.saving.get_registered_name(type(backbone)),
+    }
+    build_config = backbone.get_build_config()
+    if build_config is not None:
+        serialized["build_config"] = build_config
+    compile_config = backbone.get_compile_config()
+    if compile_config is not None:
+        serialized["compile_config"] = compile_config
+    return serialized
+
+
 class Backbone(LoraMixin, PresetMixin, keras.Model):
     """Base class of all backbones: a functional `keras.Model`.
 

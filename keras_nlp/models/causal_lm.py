@@ -30,6 +30,7 @@ from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.backbone import Backbone
+from keras_nlp.models.backbone import serialize_backbone
 from keras_nlp.models.causal_lm_generation import GenerationMixin
 from keras_nlp.models.sampling import get_sampler
 
@@ -447,7 +448,7 @@ class CausalLM(GenerationMixin, keras.Model):
 
     def get_config(self):
         return {
-            "backbone": keras.saving.serialize_keras_object(self.backbone),
+            "backbone": serialize_backbone(self.backbone),
             "name": self.name,
             "trainable": self.trainable,
         }

@@ -15,6 +15,10 @@ import threading
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.models.lora import LORA_CONFIG_KEYS
+from keras_nlp.saving.huggingface.field_checks import MAX_EXPERTS
+from keras_nlp.saving.huggingface.field_checks import MAX_LAYERS
+from keras_nlp.saving.huggingface.field_checks import MAX_POSITIONS
+from keras_nlp.saving.huggingface.field_checks import MAX_SIZE
 
 # How deep in nested backbone constructors this thread is: only the
 # outermost constructor of a call binds a layout and records its config.
@@ -25,6 +29,15 @@ MODEL_CONFIG_KEYS = ("name", "trainable", "dtype")
 _SIZE_ARGUMENT = re.compile(
     r"(num_\w+|\w+_dim|vocabulary_size|\w+_size|\w+_length|top_k"
     r"|sliding_window)"
+)
+# The bounds Hugging Face configs get (`field_checks`), by argument name.
+_SIZE_LIMITS = (
+    (re.compile(r"(\w+_)?num_(\w+_)?layers|num_groups"), MAX_LAYERS),
+    (re.compile(r"num_experts|top_k"), MAX_EXPERTS),
+    (
+        re.compile(r"\w*sequence_length|(\w+_)?sliding_window\w*"),
+        MAX_POSITIONS,
+    ),
 )
 
 
@@ -64,6 +77,21 @@ def _check_sizes(cls, init, arguments):
                 f"{cls.__name__}: `{name}` must be a positive integer"
                 f"{allowed}. Received: {name}={value!r}."
             )
+        limit = _size_limit(name)
+        if value > limit:
+            raise ValueError(
+                f"{cls.__name__}: `{name}` is at most {limit}, far above "
+                "every published checkpoint (a larger one would take "
+                f"forever to build or plan). Received: {name}={value!r}."
+            )
+
+
+def _size_limit(name):
+    """The largest value a size argument named `name` may take."""
+    for pattern, limit in _SIZE_LIMITS:
+        if pattern.fullmatch(name):
+            return limit
+    return MAX_SIZE
 
 
 def check_heads_divide(hidden_dim, num_heads, heads_argument="num_heads"):

@@ -27,6 +27,7 @@ from keras_nlp.multihost.cluster import initialize
 from keras_nlp.multihost.cluster import is_main_process
 from keras_nlp.multihost.cluster import process_count
 from keras_nlp.multihost.cluster import process_index
+from keras_nlp.multihost.cluster import set_random_seed
 from keras_nlp.multihost.global_arrays import gather
 from keras_nlp.multihost.global_arrays import global_device_mesh
 from keras_nlp.multihost.global_arrays import make_global_batch
@@ -49,4 +50,5 @@ __all__ = [
     "process_batch_slice",
     "process_count",
     "process_index",
+    "set_random_seed",
 ]

@@ -6,6 +6,7 @@ here is a no-op (or answers for one process) outside a cluster.
 """
 
 import os
+import random
 import socket
 import time
 
@@ -146,8 +147,8 @@ def initialize(
     JAX terminate the others once its heartbeats have been missing for
     `heartbeat_timeout` seconds. Every process gets the same Keras random
     seed, drawn by process 0, so variables initialize identically
-    everywhere (call `keras.utils.set_random_seed` afterwards to choose
-    it). CPU devices use JAX's gloo collectives.
+    everywhere (call `set_random_seed` afterwards to choose it). CPU
+    devices use JAX's gloo collectives.
 
     Args:
         coordinator_address: str, `host:port` of process 0.
@@ -222,7 +223,51 @@ def _agree_on_seed():
 
     seed = np.asarray(np.random.SeedSequence().entropy % (2**31), np.int64)
     seed = multihost_utils.broadcast_one_to_all(seed)
-    keras.utils.set_random_seed(int(seed))
+    set_random_seed(int(seed))
+
+
+def set_random_seed(seed):
+    """Seeds Keras, Python and NumPy, as `keras.utils.set_random_seed` does.
+
+    Keras's function also seeds TensorFlow, which imports TensorFlow when it
+    is installed: its start-up messages would appear in a JAX program, in
+    every process of a cluster. Multi-process runs are JAX only, so this
+    sets the same global seed without it.
+
+    Args:
+        seed: int, the seed of every process (equal seeds give equal
+            initial weights).
+
+    Example:
+
+    ```python
+    import keras
+
+    from keras_nlp import multihost
+
+    multihost.set_random_seed(0)
+    first = keras.random.uniform((2,))
+    multihost.set_random_seed(0)
+    assert keras.ops.all(keras.random.uniform((2,)) == first)
+    ```
+    """
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise ValueError(
+            f"The seed must be an integer. Received: seed={seed!r}."
+        )
+    # Keras keeps its global seed, and the generator drawn from it, in
+    # its global state; it has no public setter apart from the function
+    # this replaces.
+    from keras.src.backend.common import global_state
+    from keras.src.random import seed_generator
+    from keras.src.utils import rng_utils
+
+    global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+    global_state.set_global_attribute(
+        seed_generator.GLOBAL_SEED_GENERATOR, None
+    )
+    random.seed(seed)
+    np.random.seed(seed)
 
 
 def process_index():

@@ -1096,6 +1096,23 @@ def test_preset_round_trip_without_tokenizer(tmp_path):
     assert type(GPT2CausalLM.from_preset(tmp_path)) is GPT2CausalLM
 
 
+def test_config_is_keras_serialization_without_tensorflow(monkeypatch):
+    # Keras's serializer imports TensorFlow (its start-up banner in a JAX
+    # program) to rule out TensorFlow types; get_config must not reach it.
+    from keras.src.saving import serialization_lib
+
+    model = llama()
+    expected = keras.saving.serialize_keras_object(model.backbone)
+
+    class TensorFlowConsulted:
+        @property
+        def available(self):
+            raise AssertionError("get_config looked for TensorFlow")
+
+    monkeypatch.setattr(serialization_lib, "tf", TensorFlowConsulted())
+    assert model.get_config()["backbone"] == expected
+
+
 @tensorflow_pass
 def test_config_round_trip_gives_the_same_logits():
     model = llama()

@@ -313,6 +313,33 @@ def test_helpers_are_no_ops_in_one_process(monkeypatch):
     assert multihost.make_global_batch(batch, distribution) is batch
 
 
+def test_random_seed_is_keras_seed_without_tensorflow(monkeypatch):
+    from keras.src.utils import rng_utils
+
+    def draws():
+        initializer = keras.initializers.GlorotUniform()
+        return [
+            keras.ops.convert_to_numpy(initializer((3, 4))),
+            np.random.rand(2),
+            keras.ops.convert_to_numpy(keras.random.normal((2,))),
+        ]
+
+    keras.utils.set_random_seed(7)
+    expected = draws()
+
+    class TensorFlowConsulted:
+        @property
+        def available(self):
+            raise AssertionError("the seed looked for TensorFlow")
+
+    monkeypatch.setattr(rng_utils, "tf", TensorFlowConsulted())
+    multihost.set_random_seed(7)
+    for actual, wanted in zip(draws(), expected, strict=True):
+        np.testing.assert_array_equal(actual, wanted)
+    with pytest.raises(ValueError, match=r"integer\. Received: seed=1\.5"):
+        multihost.set_random_seed(1.5)
+
+
 def test_gather_reads_a_sharded_value_whole():
     mesh = multihost.global_device_mesh((2, 4))
     layout = keras.distribution.TensorLayout(("batch", "model"), mesh)
