@@ -30,6 +30,7 @@ from tests.models.test_conformance import ATOL
 from tests.models.test_conformance import assert_follows_plan
 from tests.models.test_conformance import forward
 from tests.models.test_conformance import reference
+from tests.models.zoo import build_with_weights
 
 
 def key_kernel_plan(policy, hidden=64, mesh=(1, 8), tokens_per_step=16384):
@@ -99,8 +100,9 @@ def test_memory_policy_builds_and_gives_the_unsharded_outputs(name):
         layout_map=layout_map, batch_dim_name="batch"
     )
     with distribution.scope():
-        backbone = ref.backbone_cls(**ref.config)
-    backbone.set_weights(ref.backbone.get_weights())
+        backbone = build_with_weights(
+            ref.backbone_cls, ref.config, ref.backbone.weights
+        )
     plan = assert_follows_plan(backbone, (1, 8))
     assert any(w.moved for w in plan.weights)
     with distribution.scope():

@@ -23,6 +23,7 @@ from tests.models.backbone_checks import train_pass
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import backbone_class
 from tests.models.tiny_configs import tiny
+from tests.models.zoo import build_with_weights
 from tests.models.zoo import reference
 
 ONE_DEVICE = {"batch": 1, "model": 1}
@@ -50,8 +51,11 @@ def built(target, overrides):
     ref = reference(*case(target))
     key = (case(target), repr(overrides))
     if overrides and key not in _BUILT:
-        _BUILT[key] = ref.backbone_cls(**{**ref.config, **overrides})
-        _BUILT[key].set_weights(ref.backbone.get_weights())
+        _BUILT[key] = build_with_weights(
+            ref.backbone_cls,
+            {**ref.config, **overrides},
+            ref.backbone.weights,
+        )
     return _BUILT.get(key, ref.backbone), ref.inputs
 
 

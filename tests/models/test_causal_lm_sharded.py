@@ -31,6 +31,7 @@ from tests.models.causal_lm_checks import sensitive
 from tests.models.test_conformance import BUILD_MESHES
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import tiny
+from tests.models.zoo import build_with_weights
 from tests.tokenizers import tiny_tokenizers
 
 pytestmark = pytest.mark.multi_device
@@ -138,8 +139,9 @@ def test_sharded_generation_equals_unsharded(family, mesh_shape):
     assert len({t for row in generated(expected, PROMPTS) for t in row}) >= 5
     distribution = distribution_for(backbone_cls, mesh_shape)
     with distribution.scope():
-        backbone = backbone_cls(**config)
-        backbone.set_weights(reference.backbone.get_weights())
+        backbone = build_with_weights(
+            backbone_cls, config, reference.backbone.weights
+        )
         model = causal_lm_class(backbone_cls)(backbone)
         # Checks the caches the loop returns against the plan, too.
         output = model.generate(PROMPTS, max_length=MAX_LENGTH)

@@ -26,6 +26,7 @@ from tests.models.test_conformance import reference
 from tests.models.test_conformance import sharded
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import tiny
+from tests.models.zoo import build_with_weights
 
 EXPERT_MESHES = [(1, 4, 2), (2, 2, 2)]
 MOE_CASES = [
@@ -92,8 +93,9 @@ def test_a_training_step_on_an_expert_mesh(case):
     ref = reference(*case)
     distribution = distribution_for(ref.backbone_cls, mesh_shape)
     with distribution.scope():
-        backbone = ref.backbone_cls(**ref.config)
-        backbone.set_weights(ref.backbone.get_weights())
+        backbone = build_with_weights(
+            ref.backbone_cls, ref.config, ref.backbone.weights
+        )
         backbone.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
         targets = np.zeros(ref.outputs["sequence_output"].shape, "float32")
         history = backbone.fit(
@@ -119,8 +121,9 @@ def test_lora_on_an_expert_mesh(case):
     ref = reference(*case)
     distribution = distribution_for(ref.backbone_cls, mesh_shape)
     with distribution.scope():
-        backbone = ref.backbone_cls(**ref.config)
-        backbone.set_weights(ref.backbone.get_weights())
+        backbone = build_with_weights(
+            ref.backbone_cls, ref.config, ref.backbone.weights
+        )
         backbone.enable_lora(2)
     plan = assert_follows_plan(backbone, mesh_shape)
     adapters = [w for w in plan.weights if "/lora_kernel_" in w.path]

@@ -25,6 +25,7 @@ from tests.models.test_conformance import numpy
 from tests.models.test_conformance import reference
 from tests.models.test_conformance import sharded
 from tests.models.tiny_configs import tiny
+from tests.models.zoo import build_with_weights
 
 AXES = ("data", "fsdp", "model")
 MESH_SHAPE = (2, 2, 2)
@@ -49,8 +50,9 @@ def build(case):
     ref = reference(*case)
     distribution = fsdp_distribution(ref.backbone_cls)
     with distribution.scope():
-        backbone = ref.backbone_cls(**ref.config)
-    backbone.set_weights(ref.backbone.get_weights())
+        backbone = build_with_weights(
+            ref.backbone_cls, ref.config, ref.backbone.weights
+        )
     return ref, backbone, distribution
 
 

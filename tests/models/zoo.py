@@ -18,6 +18,8 @@ import keras
 import numpy as np
 
 from keras_nlp.models import Backbone
+from keras_nlp.saving.weight_transfer import build_from_weights
+from keras_nlp.saving.weight_transfer import device_value
 from tests.models.backbone_checks import jit_forward
 from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import weights_by_path
@@ -77,10 +79,47 @@ def distribution_for(backbone_cls, mesh_shape):
 
 @functools.cache
 def sharded(name, config_name, mesh_shape):
-    """`(backbone, distribution)`: the reference's weights on a mesh."""
+    """`(backbone, distribution)`: the reference's weights on a mesh.
+
+    Built as presets load (`build_from_weights`): each variable is created
+    from the reference's value, straight into its shards, with no random
+    initialization (which compiles a program per sharded variable). The
+    LoRA test builds each class from its initializers under a mesh.
+    """
     ref = reference(name, config_name)
     distribution = distribution_for(ref.backbone_cls, mesh_shape)
     with distribution.scope():
-        backbone = ref.backbone_cls(**ref.config)
-    backbone.set_weights(ref.backbone.get_weights())
+        backbone = build_with_weights(
+            ref.backbone_cls, ref.config, ref.backbone.weights
+        )
     return backbone, distribution
+
+
+class _Stored:
+    def __init__(self, value):
+        self.value = value
+        self.dtype = keras.backend.standardize_dtype(value.dtype)
+
+    def describe(self):
+        return f"the zoo's {self.dtype} value {self.value.shape}"
+
+
+def build_with_weights(backbone_cls, config, weights):
+    """`backbone_cls(**config)` holding the values of `weights` (another
+    backbone's weights or arrays, in order), under the active distribution.
+    Values are stored in the new backbone's dtypes; pass them in those
+    dtypes (a narrower one warns, as a preset would)."""
+    values = [
+        _Stored(keras.ops.convert_to_numpy(getattr(w, "value", w)))
+        for w in weights
+    ]
+
+    def pair(model):
+        return list(zip(model.weights, values, strict=True))
+
+    def read(variable, stored):
+        return device_value(variable, lambda index: stored.value[index])
+
+    return build_from_weights(
+        backbone_cls, config, "the zoo", pair, read, verbose=False
+    )
