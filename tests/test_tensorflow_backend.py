@@ -18,8 +18,8 @@ The other tests run on TensorFlow only, where the code takes TensorFlow's
 own paths: presets and Hugging Face checkpoints are written from whole
 tensors instead of shard by shard (`host_pieces`) and read whole
 (`device_value`) into a backbone built under a `StatelessScope`,
-`plan_layout` builds under a `StatelessScope` instead of `jax.eval_shape`,
-and bfloat16 runs TensorFlow's CPU kernels. Graph mode (`tf.function`) is
+`plan_layout`'s abstract build runs TensorFlow's symbolic shapes, and
+bfloat16 runs TensorFlow's CPU kernels. Graph mode (`tf.function`) is
 covered by the tests of `tests/models/test_causal_lm.py` marked
 `tensorflow_pass`: generation, `fit` and `predict`.
 
