@@ -391,11 +391,12 @@ def test_preset_saved_on_one_mesh_loads_on_another(
     with distribution.scope():
         loaded = Backbone.from_preset(str(path))
     assert type(loaded) is ref.backbone_cls
+    # The zoo's weights, laid out as planned: the model whose sharded
+    # outputs the LoRA test compares on this mesh (a forward pass here
+    # would compile that program again).
+    assert target_mesh == LORA_MESH
     assert_follows_plan(loaded, target_mesh)
     assert_same_weights(loaded, ref.weights)
-    with distribution.scope():
-        outputs = forward(loaded, ref.inputs)
-    assert_outputs_close(outputs, ref.outputs, atol=ATOL)
 
 
 # === 8. Decoders: causality and padding ===
