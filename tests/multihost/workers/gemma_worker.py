@@ -101,7 +101,9 @@ def local_bytes(backbone):
 
 
 def train_step(backbone, inputs):
-    """Loss and gradients of one step, then an SGD update in place."""
+    """Loss, gradients and outputs of one step (one compiled program: an
+    eager forward pass compiles each op in every process), then an SGD
+    update in place."""
     import jax
 
     trainable = [v.value for v in backbone.trainable_variables]
@@ -117,17 +119,18 @@ def train_step(backbone, inputs):
             outputs, _ = backbone.stateless_call(
                 trainable, non_trainable, inputs
             )
-            return keras.ops.sum(keras.ops.square(outputs) * mask) / (
+            loss = keras.ops.sum(keras.ops.square(outputs) * mask) / (
                 keras.ops.sum(mask) * outputs.shape[-1]
             )
+            return loss, outputs
 
-        return jax.value_and_grad(loss_fn)(trainable)
+        return jax.value_and_grad(loss_fn, has_aux=True)(trainable)
 
-    loss, grads = loss_and_grads(trainable, non_trainable, inputs)
+    (loss, outputs), grads = loss_and_grads(trainable, non_trainable, inputs)
     optimizer = keras.optimizers.SGD(LEARNING_RATE)
     optimizer.apply(grads, backbone.trainable_variables)
     paths = [v.path for v in backbone.trainable_variables]
-    return loss, dict(zip(paths, grads, strict=True))
+    return loss, dict(zip(paths, grads, strict=True)), outputs
 
 
 def run_mesh(mesh_shape):
@@ -146,8 +149,7 @@ def run_mesh(mesh_shape):
         rows = multihost.process_batch_slice(BATCH, distribution)
         local = {k: v[rows] for k, v in global_inputs().items()}
         inputs = multihost.make_global_batch(local, distribution)
-        output = backbone(inputs)
-        loss, grads = train_step(backbone, inputs)
+        loss, grads, output = train_step(backbone, inputs)
     arrays = {"output": multihost.gather(output)}
     arrays["loss"] = multihost.gather(loss)
     for path, grad in grads.items():
