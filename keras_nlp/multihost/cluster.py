@@ -231,8 +231,8 @@ def set_random_seed(seed):
 
     Keras's function also seeds TensorFlow, which imports TensorFlow when it
     is installed: its start-up messages would appear in a JAX program, in
-    every process of a cluster. Multi-process runs are JAX only, so this
-    sets the same global seed without it.
+    every process of a cluster. On JAX this sets the same global seed
+    without it; on other backends it is Keras's function.
 
     Args:
         seed: int, the seed of every process (equal seeds give equal
@@ -255,6 +255,9 @@ def set_random_seed(seed):
         raise ValueError(
             f"The seed must be an integer. Received: seed={seed!r}."
         )
+    if keras.backend.backend() != "jax":
+        keras.utils.set_random_seed(seed)
+        return
     # Keras keeps its global seed, and the generator drawn from it, in
     # its global state; it has no public setter apart from the function
     # this replaces.
