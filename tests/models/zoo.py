@@ -20,6 +20,7 @@ import numpy as np
 from keras_nlp.models import Backbone
 from keras_nlp.saving.weight_transfer import build_from_weights
 from keras_nlp.saving.weight_transfer import device_value
+from keras_nlp.saving.weight_transfer import numpy_dtype
 from tests.models.backbone_checks import jit_forward
 from tests.models.backbone_checks import make_mesh
 from tests.models.backbone_checks import weights_by_path
@@ -106,16 +107,18 @@ class _Stored:
 
 def build_with_weights(backbone_cls, config, weights):
     """`backbone_cls(**config)` holding the values of `weights` (another
-    backbone's weights or arrays, in order), under the active distribution.
-    Values are stored in the new backbone's dtypes; pass them in those
-    dtypes (a narrower one warns, as a preset would)."""
+    backbone's weights or arrays, in order), under the active distribution,
+    each cast to its new variable's dtype (a bfloat16 build of float32
+    weights rounds them, without the warning a preset would give)."""
     values = [
-        _Stored(keras.ops.convert_to_numpy(getattr(w, "value", w)))
-        for w in weights
+        keras.ops.convert_to_numpy(getattr(w, "value", w)) for w in weights
     ]
 
     def pair(model):
-        return list(zip(model.weights, values, strict=True))
+        return [
+            (variable, _Stored(value.astype(numpy_dtype(variable.dtype))))
+            for variable, value in zip(model.weights, values, strict=True)
+        ]
 
     def read(variable, stored):
         return device_value(variable, lambda index: stored.value[index])
