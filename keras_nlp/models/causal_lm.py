@@ -33,6 +33,11 @@ from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import serialize_backbone
 from keras_nlp.models.causal_lm_generation import GenerationMixin
 from keras_nlp.models.sampling import get_sampler
+from keras_nlp.models.task_preprocessing import is_packing_preprocessor
+from keras_nlp.models.task_preprocessing import is_raw_samples
+from keras_nlp.models.task_preprocessing import library_of
+from keras_nlp.models.task_preprocessing import preprocess_samples
+from keras_nlp.models.task_preprocessing import tokenizer_of
 
 # The residual stream's layout while decoding, as the plan pins it.
 RESIDUAL_STREAM = (FREE, None, None)
@@ -76,13 +81,24 @@ class CausalLM(GenerationMixin, keras.Model):
       files when there are some.
     - `enable_lora` adds LoRA adapters to the backbone.
 
+    keras-hub users' code runs unchanged: the constructor takes
+    keras-hub's preprocessors (`LlamaCausalLMPreprocessor`, ...), which then
+    pack text for `generate`, `fit`, `evaluate` and `predict` as in
+    keras-hub; `score` returns per-token logits or losses;
+    `generate_function` is the compiled loop; the model is compiled at
+    construction unless `compile=False`.
+
     Args:
         backbone: a decoder backbone of this library.
         preprocessor: optional, where keras-hub takes its preprocessor: a
-            `keras_nlp.tokenizers.TextPreprocessor` or `Tokenizer`, for
-            text in and out of `generate`.
+            `keras_nlp.tokenizers.TextPreprocessor` or `Tokenizer`, or a
+            preprocessor that packs text itself (keras-hub's, recognised
+            by its `generate_preprocess` and `generate_postprocess`), for
+            text in and out of the model.
         tokenizer: optional `keras_nlp.tokenizers.Tokenizer`, the same
             (keyword only; give one of the two).
+        compile: bool (keyword only), `compile()` with its defaults at
+            construction, as keras-hub's tasks do.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
 
     Example:
@@ -113,25 +129,23 @@ class CausalLM(GenerationMixin, keras.Model):
             _CAUSAL_LMS.setdefault(cls.backbone_cls, cls)
 
     def __init__(
-        self, backbone, preprocessor=None, *, tokenizer=None, **kwargs
+        self,
+        backbone,
+        preprocessor=None,
+        *,
+        tokenizer=None,
+        compile=True,
+        **kwargs,
     ):
-        if preprocessor is not None:
-            if tokenizer is not None:
-                raise ValueError(
-                    "Pass a `preprocessor` or a `tokenizer`, not both."
-                )
-            tokenizer = getattr(preprocessor, "tokenizer", preprocessor)
-            if not hasattr(tokenizer, "encode"):
-                raise ValueError(
-                    "`preprocessor` must be a keras_nlp.tokenizers."
-                    "TextPreprocessor or Tokenizer. Received: "
-                    f"{type(preprocessor).__name__}."
-                )
+        if preprocessor is not None and tokenizer is not None:
+            raise ValueError(
+                "Pass a `preprocessor` or a `tokenizer`, not both."
+            )
+        tokenizer_of(preprocessor, type(self).__name__)
         expected = self.backbone_cls or Backbone
         if not isinstance(backbone, expected):
             raise ValueError(
-                f"{type(self).__name__} takes a {expected.__name__}. "
-                f"Received: {type(backbone).__name__}."
+                _wrong_backbone(type(self).__name__, expected, backbone)
             )
         if getattr(backbone, "decoder_stack", None) is None:
             raise ValueError(
@@ -141,8 +155,40 @@ class CausalLM(GenerationMixin, keras.Model):
             )
         super().__init__(**kwargs)
         self.backbone = backbone
-        self.tokenizer = tokenizer
         self._init_generation()
+        if preprocessor is not None:
+            self.preprocessor = preprocessor
+        else:
+            self.tokenizer = tokenizer
+        if compile:
+            self.compile()
+
+    def __setattr__(self, name, value):
+        # A preprocessor is host-side code, not part of the model: set
+        # untracked, so Keras neither lists it as a layer nor saves it.
+        if name == "preprocessor":
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
+
+    @property
+    def preprocessor(self):
+        """What turns text into token ids and back, or `None`.
+
+        Ours (a `Tokenizer` or `TextPreprocessor`), or a packing
+        preprocessor such as keras-hub's `XCausalLMPreprocessor`, which
+        `generate` and `fit` then use for text as keras-hub does. Setting
+        it sets `tokenizer` too (`None` for a packing preprocessor, which
+        tokenizes itself); `causal_lm.preprocessor = None` leaves a model
+        of token ids only.
+        """
+        return self.__dict__.get("_preprocessor")
+
+    @preprocessor.setter
+    def preprocessor(self, value):
+        tokenizer = tokenizer_of(value, type(self).__name__)
+        self.__dict__["_preprocessor"] = value
+        self.tokenizer = tokenizer
 
     # === Forward pass ===
 
@@ -173,12 +219,21 @@ class CausalLM(GenerationMixin, keras.Model):
                 whole cache, 0 where a key must never be attended (left
                 padding).
             positions: optional int `(batch, seq)` positions of the tokens;
-                by default their cache indices.
+                by default their cache indices (`cache_update_index`
+                onwards), in the token embedding's table of learned
+                positions (GPT-2, OPT) as in the attention.
 
         Returns:
             `(logits, hidden_states, cache)`: logits `(batch, seq, vocab)`,
             the final hidden states, and the updated caches.
         """
+        if positions is None:
+            batch_size, length = ops.shape(token_ids)[:2]
+            index = ops.cast(cache_update_index, "int32")
+            positions = ops.broadcast_to(
+                ops.arange(length, dtype="int32")[None, :] + index,
+                (batch_size, length),
+            )
         hidden, cache = self._decode(
             token_ids, cache, cache_update_index, padding_mask, positions
         )
@@ -341,6 +396,8 @@ class CausalLM(GenerationMixin, keras.Model):
                 keras.metrics.SparseCategoricalAccuracy(name="accuracy")
             ]
         self.sampler = get_sampler(sampler)
+        # Compiled loops bake in the sampler: the next `generate` makes one.
+        self._reset_generate_functions()
         super().compile(
             optimizer=optimizer,
             loss=loss,
@@ -384,6 +441,154 @@ class CausalLM(GenerationMixin, keras.Model):
             x, y, y_pred, sample_weight
         )
         return super().compute_metrics(x, y, y_pred, sample_weight)
+
+    def _preprocessed(self, x, y, sample_weight):
+        """Raw text made token arrays by a packing preprocessor (as
+        keras-hub's tasks do in `fit`, `evaluate` and `predict`)."""
+        if is_packing_preprocessor(self.preprocessor) and is_raw_samples(x):
+            return preprocess_samples(self.preprocessor, x, y, sample_weight)
+        return x, y, sample_weight
+
+    def fit(self, x=None, y=None, *args, sample_weight=None, **kwargs):
+        x, y, sample_weight = self._preprocessed(x, y, sample_weight)
+        return super().fit(x, y, *args, sample_weight=sample_weight, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, sample_weight=None, **kwargs):
+        x, y, sample_weight = self._preprocessed(x, y, sample_weight)
+        return super().evaluate(
+            x, y, *args, sample_weight=sample_weight, **kwargs
+        )
+
+    def predict(self, x, *args, **kwargs):
+        x, _, _ = self._preprocessed(x, None, None)
+        return super().predict(x, *args, **kwargs)
+
+    # === Scoring ===
+
+    def score(
+        self,
+        token_ids,
+        padding_mask=None,
+        scoring_mode="logits",
+        layer_intercept_fn=None,
+        target_ids=None,
+    ):
+        """Scores token sequences: logits, or the loss of given targets.
+
+        The forward pass of the model, run block by block so that
+        `layer_intercept_fn` may read or change the hidden states between
+        blocks (interpretability, activation patching), as keras-hub's
+        `score` does.
+
+        Args:
+            token_ids: int `(batch, seq)`, e.g. `generate`'s output.
+            padding_mask: optional `(batch, seq)`, 0 on padding; by default
+                every token is real.
+            scoring_mode: `"logits"` (`(batch, seq, vocab)`) or `"loss"`
+                (per-token cross-entropy `(batch, seq)` against
+                `target_ids`).
+            layer_intercept_fn: optional `fn(hidden, index) -> hidden`,
+                called on the embeddings (index -1) and after each block
+                (index 0, 1, ...); what it returns goes on.
+            target_ids: int `(batch, seq)`, the token each position should
+                predict; required for `"loss"` (e.g. `token_ids` rolled by
+                one to the left).
+
+        Returns:
+            Logits `(batch, seq, vocab)` or losses `(batch, seq)`.
+
+        Example:
+
+        ```python
+        import numpy as np
+        import keras_nlp
+
+        backbone = keras_nlp.models.GemmaBackbone(
+            vocabulary_size=32, num_layers=2, num_query_heads=2,
+            num_key_value_heads=1, hidden_dim=8, intermediate_dim=16,
+            head_dim=4,
+        )
+        causal_lm = keras_nlp.models.GemmaCausalLM(backbone)
+        token_ids = np.array([[1, 5, 7, 2]], "int32")
+        losses = causal_lm.score(
+            token_ids,
+            scoring_mode="loss",
+            target_ids=np.roll(token_ids, -1, axis=1),
+        )
+        losses.shape  # (1, 4)
+        ```
+        """
+        if scoring_mode not in ("logits", "loss"):
+            raise ValueError(
+                "`scoring_mode` must be 'logits' or 'loss'. Received: "
+                f"{scoring_mode!r}."
+            )
+        if scoring_mode == "loss" and target_ids is None:
+            raise ValueError(
+                "`scoring_mode='loss'` needs `target_ids`: the token each "
+                "position should predict, e.g. `token_ids` rolled left by "
+                "one."
+            )
+        stack = self.backbone.decoder_stack
+        token_ids = ops.convert_to_tensor(token_ids, "int32")
+        if len(token_ids.shape) != 2:
+            raise ValueError(
+                "`token_ids` must be 2D `(batch, seq)`. Received shape "
+                f"{tuple(token_ids.shape)}."
+            )
+        if padding_mask is None:
+            padding_mask = ops.ones_like(token_ids)
+        padding_mask = ops.cast(padding_mask, "int32")
+        intercept = layer_intercept_fn or (lambda hidden, index: hidden)
+        x = intercept(stack.embed(token_ids), -1)
+        for index, block in enumerate(stack.blocks):
+            x = intercept(block(x, padding_mask=padding_mask), index)
+        logits = self.logits(stack.final_norm(x))
+        if scoring_mode == "logits":
+            return logits
+        loss = keras.losses.SparseCategoricalCrossentropy(
+            from_logits=True, reduction="none"
+        )
+        return loss(ops.convert_to_tensor(target_ids, "int32"), logits)
+
+    # === Quantization ===
+
+    def get_quantization_layer_structure(self, mode):
+        """The layers Keras's layer-wise quantizers (GPTQ, AWQ) walk.
+
+        Args:
+            mode: a quantization mode.
+
+        Returns:
+            For `"gptq"` and `"awq"`, `{"pre_block_layers": [embedding],
+            "sequential_blocks": [the decoder blocks]}`: what maps token
+            ids to the first hidden states (the embedding layer, or for
+            token and position tables, a function of the two), then the
+            blocks in order. `None` for other modes, which quantize each
+            layer alone.
+        """
+        if mode not in ("gptq", "awq"):
+            return None
+        stack = self.backbone.decoder_stack
+        embed = stack._embed
+        return {
+            "pre_block_layers": [
+                embed if isinstance(embed, keras.layers.Layer) else stack.embed
+            ],
+            "sequential_blocks": list(stack.blocks),
+        }
+
+    def compile_from_config(self, config):
+        # Keras skips a custom `compile` on load; this one takes Keras's
+        # own compile config, and the optimizer is built so that its saved
+        # variables load.
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def _post_quantize(self, mode, **kwargs):
+        super()._post_quantize(mode, **kwargs)
+        self._reset_generate_functions()
 
     def enable_lora(self, rank, target_layer_names=None):
         """Adds LoRA adapters to the backbone (see `Backbone.enable_lora`)."""
@@ -462,6 +667,22 @@ class CausalLM(GenerationMixin, keras.Model):
         return cls(**config)
 
 
+def _wrong_backbone(task_name, expected, backbone):
+    """The error for a backbone of another class or library."""
+    message = (
+        f"{task_name} takes a keras_nlp.models.{expected.__name__}. "
+        f"Received: {library_of(backbone)}."
+    )
+    if type(backbone).__module__.startswith("keras_hub"):
+        message += (
+            " Build ours from the same weights: "
+            f"keras_nlp.models.{expected.__name__}.from_preset(...) reads "
+            "keras-hub preset directories (`backbone.save_to_preset(dir)` "
+            "writes one)."
+        )
+    return message
+
+
 class PreprocessorFirstCausalLM(CausalLM):
     """A `CausalLM` taking keras-hub's order `(preprocessor, backbone)`.
 
@@ -478,7 +699,13 @@ class PreprocessorFirstCausalLM(CausalLM):
     """
 
     def __init__(
-        self, preprocessor=None, backbone=None, *, tokenizer=None, **kwargs
+        self,
+        preprocessor=None,
+        backbone=None,
+        *,
+        tokenizer=None,
+        compile=True,
+        **kwargs,
     ):
         if isinstance(preprocessor, Backbone) and backbone is None:
             preprocessor, backbone = None, preprocessor
@@ -488,4 +715,10 @@ class PreprocessorFirstCausalLM(CausalLM):
                 f"{type(self).__name__}(backbone) or "
                 f"{type(self).__name__}(preprocessor, backbone)."
             )
-        super().__init__(backbone, preprocessor, tokenizer=tokenizer, **kwargs)
+        super().__init__(
+            backbone,
+            preprocessor,
+            tokenizer=tokenizer,
+            compile=compile,
+            **kwargs,
+        )

@@ -39,6 +39,12 @@ from keras_nlp.models.causal_lm_prompts import row_limits
 from keras_nlp.models.causal_lm_prompts import unpack_rows
 from keras_nlp.models.sampling import get_sampler
 from keras_nlp.models.sampling import next_tokens
+from keras_nlp.models.task_preprocessing import end_token_ids
+from keras_nlp.models.task_preprocessing import is_packing_preprocessor
+from keras_nlp.models.task_preprocessing import is_text
+from keras_nlp.models.task_preprocessing import pack_prompts
+from keras_nlp.models.task_preprocessing import pad_token_id
+from keras_nlp.models.task_preprocessing import unpack_text
 from keras_nlp.saving.weight_transfer import numpy_dtype
 
 # How many compiled loops a model keeps (greedy and a sampler, say).
@@ -57,10 +63,22 @@ class GenerationMixin:
 
     def _init_generation(self):
         self.sampler = get_sampler("greedy")
-        self._generate_functions = {}
+        self._reset_generate_functions()
         # How many times the generation loop was traced (compiled): once per
         # new combination of batch size, prompt length and total length.
         self.generate_traces = 0
+
+    def _reset_generate_functions(self):
+        self._generate_functions = {}
+        self._last_generate_function = None
+
+    @property
+    def generate_function(self):
+        """The compiled loop the last `generate` ran, or `None` before the
+        first one and after `compile` or `quantize` (which change what a
+        loop computes). The same object while calls reuse it: a new one
+        means a new trace."""
+        return self._last_generate_function
 
     def generate(
         self,
@@ -85,7 +103,10 @@ class GenerationMixin:
 
         Args:
             inputs: the prompts: a string or list of strings (with a
-                tokenizer); a list of token id lists; or a dict with
+                tokenizer, or a packing preprocessor such as keras-hub's
+                `XCausalLMPreprocessor`, which then packs them to
+                `max_length`, by default its `sequence_length`, and
+                writes the text back); a list of token id lists; or a dict with
                 `token_ids` `(batch, length)` and optionally
                 `padding_mask` (each row's real tokens contiguous, padded
                 on either side), or such an array. Token ids are integers
@@ -103,8 +124,9 @@ class GenerationMixin:
                 `"top_p"`), dict or `keras_nlp.models.sampling.Sampler`;
                 defaults to the one given to `compile` (greedy).
             stop_token_ids: token ids that end a row (kept, then padding);
-                `"auto"` takes the tokenizer's end-of-sequence ids (none
-                without a tokenizer); `None` or `()` for none.
+                `"auto"` takes the tokenizer's end-of-sequence ids (or a
+                packing preprocessor's end token; none without either);
+                `None` or `()` for none.
             strip_prompt: bool, return only the generated tokens.
             seed: int, seed of a sampling sampler (overrides its own),
                 from -2**31 to 2**31 - 1.
@@ -124,6 +146,25 @@ class GenerationMixin:
                 `MAX_GENERATED_POSITIONS` or the memory the caches would
                 live in.
         """
+        if is_text(inputs) and is_packing_preprocessor(self._packer()):
+            # keras-hub's way: its preprocessor packs the prompts and
+            # writes the text back.
+            outputs = self.generate(
+                pack_prompts(
+                    self._packer(),
+                    [inputs] if isinstance(inputs, str) else list(inputs),
+                    None if max_new_tokens is not None else max_length,
+                ),
+                max_length=max_length,
+                max_new_tokens=max_new_tokens,
+                sampler=sampler,
+                stop_token_ids=stop_token_ids,
+                strip_prompt=strip_prompt,
+                seed=seed,
+            )
+            return unpack_text(
+                self._packer(), outputs, single=isinstance(inputs, str)
+            )
         prompts = read_prompts(
             inputs, self.tokenizer, type(self).__name__, self._vocabulary_size()
         )
@@ -219,7 +260,8 @@ class GenerationMixin:
         sampler = dataclasses.replace(sampler, seed=None)
         key = (sampler, stop_ids, pad_id, tuple(id(v) for v in variables))
         if key in self._generate_functions:
-            return self._generate_functions[key]
+            self._last_generate_function = self._generate_functions[key]
+            return self._last_generate_function
 
         def loop(token_ids, prompt_mask, slot_limits, caches, seed, extras):
             self.generate_traces += 1
@@ -239,6 +281,7 @@ class GenerationMixin:
         if len(self._generate_functions) >= _MAX_COMPILED_LOOPS:
             self._generate_functions.pop(next(iter(self._generate_functions)))
         self._generate_functions[key] = function
+        self._last_generate_function = function
         return function
 
     def _generation_loop(
@@ -389,6 +432,14 @@ class GenerationMixin:
                     "`stop_token_ids` must be 'auto', None or a list of "
                     f"ints. Received: {stop_token_ids!r}."
                 )
+            if is_packing_preprocessor(self._packer()):
+                return tuple(
+                    check_token_ids(
+                        end_token_ids(self._packer()),
+                        vocabulary,
+                        lambda position: "the preprocessor's end token",
+                    )
+                )
             if self.tokenizer is None:
                 return ()
             tokenizer = self.tokenizer
@@ -414,7 +465,14 @@ class GenerationMixin:
             )
         )
 
+    def _packer(self):
+        """The model's packing preprocessor (keras-hub's kind), if any."""
+        preprocessor = getattr(self, "preprocessor", None)
+        return preprocessor if is_packing_preprocessor(preprocessor) else None
+
     def _pad_id(self):
+        if is_packing_preprocessor(self._packer()):
+            return pad_token_id(self._packer())
         if self.tokenizer is None:
             return 0
         return int(self.tokenizer.pad_token_id)

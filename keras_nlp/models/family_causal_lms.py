@@ -64,9 +64,10 @@ causal_lm.generate([[1, 2, 3]], max_new_tokens=4)["token_ids"]
 
 _BACKBONE_FIRST_ARGS = """\
     backbone: a `{backbone}`.
-    preprocessor: optional `TextPreprocessor` or `Tokenizer` (see
-        `CausalLM`).
+    preprocessor: optional `TextPreprocessor` or `Tokenizer`, or
+        keras-hub's preprocessor of the family (see `CausalLM`).
     tokenizer: optional `Tokenizer` (keyword only).
+    compile: bool, compile with the defaults (keyword only).
     **kwargs: forwarded to `keras.Model`."""
 
 _PREPROCESSOR_FIRST_ARGS = """\
@@ -75,6 +76,7 @@ _PREPROCESSOR_FIRST_ARGS = """\
     backbone: a `{backbone}`.
     tokenizer: optional `keras_nlp.tokenizers.Tokenizer` (keyword
         only).
+    compile: bool, compile with the defaults (keyword only).
     **kwargs: forwarded to `keras.Model`."""
 
 # What every example's tiny backbone starts with.

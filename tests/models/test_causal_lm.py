@@ -1176,6 +1176,7 @@ def test_a_family_causal_lm_takes_its_own_backbone():
     with pytest.raises(ValueError) as error:
         GemmaCausalLM(llama().backbone)
     assert str(error.value) == (
-        "GemmaCausalLM takes a GemmaBackbone. Received: LlamaBackbone."
+        "GemmaCausalLM takes a keras_nlp.models.GemmaBackbone. Received: "
+        "keras_nlp.models.LlamaBackbone."
     )
     assert causal_lm_class(LlamaBackbone) is LlamaCausalLM
