@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from tests.models.backbone_checks import jit_forward
+from tests.models.zoo import build_with_weights
 from tests.models.zoo import reference
 
 # Relative to the largest float output. Random tiny weights land between
@@ -30,8 +31,9 @@ DENSE_TYPES = (keras.layers.Dense, keras.layers.EinsumDense)
 def test_int8_quantized_backbone_stays_close_to_float(name):
     # The zoo's float model, inputs and outputs.
     ref = reference(name)
-    backbone = ref.backbone_cls(**ref.config)
-    backbone.set_weights(ref.backbone.get_weights())
+    backbone = build_with_weights(
+        ref.backbone_cls, ref.config, ref.backbone.weights
+    )
     inputs, expected = ref.inputs, ref.outputs
 
     # Before any call: an eager call would build layers Keras left unbuilt.
