@@ -187,6 +187,16 @@ class VisionTransformerBlock(keras.layers.Layer):
         return config
 
 
+def images_output_spec(layer, images):
+    """`layer`'s output spec from the shape of `images`, any array.
+
+    Keras hands `compute_output_shape` the shapes of tensors only (a NumPy
+    array arrives as `None`); every array has a `.shape`.
+    """
+    shape = layer.compute_output_shape(tuple(images.shape))
+    return keras.KerasTensor(shape, dtype=layer.compute_dtype)
+
+
 class PatchEmbedding(keras.layers.Layer):
     """Square patches to vectors: a strided conv plus learned positions.
 
@@ -240,6 +250,9 @@ class PatchEmbedding(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.num_patches, self.hidden_dim)
+
+    def compute_output_spec(self, images):
+        return images_output_spec(self, images)
 
     def get_config(self):
         config = super().get_config()
@@ -346,6 +359,9 @@ class VisionTransformerEncoder(keras.layers.Layer):
 
     def compute_output_shape(self, input_shape):
         return self.embeddings.compute_output_shape(input_shape)
+
+    def compute_output_spec(self, images):
+        return images_output_spec(self, images)
 
     def get_config(self):
         config = super().get_config()

@@ -111,6 +111,23 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         with batch_size_scope(batch_size):
             return super().call(inputs, training=training, mask=mask, **kwargs)
 
+    def compute_output_spec(self, inputs, training=None, mask=None):
+        """The outputs' `KerasTensor`s for `inputs` (arrays or specs)."""
+
+        # Keras reads the shapes a layer's `compute_output_shape` gets from
+        # tensors only: a NumPy input would reach the first layers as
+        # `None`. Symbolic inputs of the same shapes and dtypes reach them
+        # whole.
+        def symbolic(value):
+            if isinstance(value, keras.KerasTensor) or not hasattr(
+                value, "shape"
+            ):
+                return value
+            return keras.KerasTensor(value.shape, dtype=value.dtype)
+
+        inputs = keras.tree.map_structure(symbolic, inputs)
+        return super().compute_output_spec(inputs, training, mask)
+
     def get_config(self):
         """The constructor arguments this backbone was built with."""
         config = {

@@ -222,6 +222,14 @@ def test_output_shape(case):
         if enrolment.pooled:
             expected["pooled_output"] = (batch, hidden_dim)
     assert {k: v.shape for k, v in ref.outputs.items()} == expected
+    # Inferred from the NumPy inputs without running (keras-hub's backbone
+    # tests call it so): the real outputs' shapes and dtypes.
+    specs = ref.backbone.compute_output_spec(ref.inputs)
+    if not isinstance(specs, dict):
+        specs = {"sequence_output": specs}
+    assert {k: (v.shape, v.dtype) for k, v in specs.items()} == {
+        k: (v.shape, str(v.dtype)) for k, v in ref.outputs.items()
+    }
     assert set(ref.backbone.input) == set(enrolment.inputs)
     for value in ref.outputs.values():
         assert np.all(np.isfinite(value))

@@ -213,6 +213,9 @@ class VisionAttentionMask(keras.layers.Layer):
     Call arguments:
         padding_mask: `(batch, length)`, non-zero for real tokens.
         vision_mask: `(batch, length)`, non-zero for image tokens.
+
+    Returns:
+        A boolean `(batch, length, length)` mask.
     """
 
     def __init__(self, sliding_window_size=None, **kwargs):
@@ -241,6 +244,11 @@ class VisionAttentionMask(keras.layers.Layer):
     def compute_output_shape(self, padding_mask_shape, vision_mask_shape):
         length = padding_mask_shape[1]
         return (padding_mask_shape[0], length, length)
+
+    def compute_output_spec(self, padding_mask, vision_mask):
+        # Boolean, where Keras would assume the compute dtype.
+        shape = self.compute_output_shape(padding_mask.shape, vision_mask.shape)
+        return keras.KerasTensor(shape, dtype="bool")
 
     def get_config(self):
         config = super().get_config()

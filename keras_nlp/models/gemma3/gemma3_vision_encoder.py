@@ -64,7 +64,10 @@ class VisionOutput(keras.layers.Layer):
         return config
 
 
-@keras.saving.register_keras_serializable(package="keras_nlp")
+# Not `package="keras_nlp"`: keras-hub registers its classes under both
+# `keras_hub>Name` and `keras_nlp>Name`, so once it is imported that name
+# would rebuild keras-hub's encoder (copies, pickles, `.keras` files).
+@keras.saving.register_keras_serializable(package="keras_nlp.models")
 class Gemma3VisionEncoder(keras.Model):
     """Images to soft tokens for `Gemma3Backbone`.
 

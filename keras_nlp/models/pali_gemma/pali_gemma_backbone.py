@@ -136,6 +136,13 @@ class PrefixLMMask(keras.layers.Layer):
             length += self.num_image_tokens
         return (padding_mask_shape[0], length, length)
 
+    def compute_output_spec(self, padding_mask, response_mask):
+        # Boolean, where Keras would assume the compute dtype.
+        shape = self.compute_output_shape(
+            padding_mask.shape, response_mask.shape
+        )
+        return keras.KerasTensor(shape, dtype="bool")
+
     def get_config(self):
         config = super().get_config()
         config.update(

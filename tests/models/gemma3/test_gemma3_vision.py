@@ -8,7 +8,9 @@ that enrolment. Its conformance checks (JSON config round trip, plan ==
 sharding and sharded == unsharded on a mesh, the presets' plans) are here.
 """
 
+import copy
 import json
+import pickle
 
 import keras
 import numpy as np
@@ -16,7 +18,12 @@ import pytest
 
 from keras_nlp.models import Backbone
 from keras_nlp.models.gemma3 import Gemma3Backbone
+from keras_nlp.models.gemma3 import Gemma3VisionEncoder
+from keras_nlp.models.gemma3.gemma3_backbone import VisionAttentionMask
+from keras_nlp.models.gemma3.gemma3_backbone import vision_encoder_from
+from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_files import PresetError
+from tests.models.backbone_checks import assert_outputs_close
 from tests.models.backbone_checks import assign_unit_scale
 from tests.models.backbone_checks import jit_forward
 from tests.models.backbone_checks import make_mesh
@@ -128,7 +135,90 @@ def test_keras_hub_vision_preset_loads_bit_identically(
     assert again.get_config() == ours.get_config()
     config_file = tmp_path / "ours" / "config.json"
     saved = json.loads(config_file.read_text())
+    # Presets written when the encoder was registered as `keras_nlp>`
+    # still read (keras-hub's, `keras_hub>`, load above).
+    encoder = saved["config"]["vision_encoder"]
+    assert encoder["registered_name"] == "keras_nlp.models>Gemma3VisionEncoder"
+    encoder["registered_name"] = "keras_nlp>Gemma3VisionEncoder"
+    config_file.write_text(json.dumps(saved))
+    cls, config = read_backbone_config(str(tmp_path / "ours"))
+    assert cls is Gemma3Backbone
+    assert (
+        config["vision_encoder"]["config"]["pool_size"] == VISION["pool_size"]
+    )
     saved["config"]["vision_encoder"]["class_name"] = "Lambda"
     config_file.write_text(json.dumps(saved))
     with pytest.raises(PresetError, match="takes only Gemma3VisionEncoder"):
         Backbone.from_preset(str(tmp_path / "ours"))
+
+
+def _round_trips(model, tmp_path, pickled=True):
+    """`model` copied, pickled and through a `.keras` file, by name."""
+    path = str(tmp_path / f"{model.name}.keras")
+    model.save(path)
+    copies = {
+        "deepcopy": copy.deepcopy(model),
+        ".keras": keras.saving.load_model(path),
+    }
+    if pickled:
+        copies["pickle"] = pickle.loads(pickle.dumps(model))
+    return copies
+
+
+def _specs(outputs):
+    if not isinstance(outputs, dict):
+        outputs = {"sequence_output": outputs}
+    return {
+        name: (tuple(value.shape), keras.backend.standardize_dtype(value.dtype))
+        for name, value in outputs.items()
+    }
+
+
+def test_copies_and_keras_files_rebuild_ours_with_keras_hub_imported(
+    tmp_path,
+):
+    # keras-hub registers its own Gemma3VisionEncoder as `keras_hub>` and
+    # `keras_nlp>`: once it is imported, ours must not be rebuilt as theirs.
+    import keras_hub  # noqa: F401
+
+    # One block of each: every copy is a `.keras` write and read.
+    ours = Gemma3Backbone(
+        **dict(CONFIG, num_layers=1),
+        vision_encoder=dict(VISION, num_layers=1),
+    )
+    assign_unit_scale(ours)
+    inputs = gemma3_vision_inputs()
+    encoder, images = ours.vision_encoder, inputs["images"]
+    name = keras.saving.get_registered_name(Gemma3VisionEncoder)
+    assert keras.saving.get_registered_object(name) is Gemma3VisionEncoder
+    expected = jit_forward(ours, inputs)
+    expected_tokens = jit_forward(encoder, images)
+    # A Keras model pickles as it deep-copies (a `.keras` file in memory):
+    # the backbone's pickle would repeat its deepcopy.
+    for how, copied in _round_trips(ours, tmp_path, pickled=False).items():
+        assert type(copied) is Gemma3Backbone, how
+        assert type(copied.vision_encoder) is Gemma3VisionEncoder, how
+        assert_outputs_close(jit_forward(copied, inputs), expected, atol=0)
+    for how, copied in _round_trips(encoder, tmp_path).items():
+        assert type(copied) is Gemma3VisionEncoder, how
+        assert_outputs_close(
+            jit_forward(copied, images), expected_tokens, atol=0
+        )
+    # Configs written before, under `keras_nlp>`, still build ours.
+    old = dict(keras.layers.serialize(encoder))
+    old["registered_name"] = "keras_nlp>Gemma3VisionEncoder"
+    assert type(vision_encoder_from(old)) is Gemma3VisionEncoder
+    # Shape inference from NumPy inputs, as keras-hub's tests call it.
+    assert _specs(ours.compute_output_spec(inputs)) == _specs(expected)
+    assert _specs(encoder.compute_output_spec(images)) == _specs(
+        expected_tokens
+    )
+    # The attention mask's spec is its traced call's: boolean.
+    (mask,) = [
+        layer for layer in ours.layers if isinstance(layer, VisionAttentionMask)
+    ]
+    masks = (inputs["padding_mask"], inputs["vision_mask"])
+    # Keras's own inference, which traces `call`.
+    traced = keras.Operation.compute_output_spec(mask, *masks)
+    assert _specs(mask.compute_output_spec(*masks)) == _specs(traced)
+    assert traced.dtype == "bool"
