@@ -285,6 +285,23 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
                 )
         self._install(plan)
 
+    def add_head(self, head_plan):
+        """Lays out a task's head beside the backbone's plan, by exact path.
+
+        A head's variables (a classifier's `logits/kernel`) are not the
+        backbone's, so its plan is not part of the backbone's; the map
+        holds them as well. Called by a task before it builds its head,
+        and again after `enable_lora` (which reinstalls the backbone's
+        plan).
+
+        Args:
+            head_plan: a `LayoutPlan` of the head's weights only.
+        """
+        for weight in head_plan.weights:
+            self._layout_map[weight.path] = _TensorLayout(
+                weight.spec, self.device_mesh
+            )
+
     def __getitem__(self, key):
         if self.plan is None:
             if key.endswith("/output"):

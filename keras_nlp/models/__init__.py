@@ -28,6 +28,29 @@ from keras_nlp.models.family_causal_lms import Qwen3CausalLM
 from keras_nlp.models.family_causal_lms import Qwen3MoeCausalLM
 from keras_nlp.models.family_causal_lms import QwenCausalLM
 from keras_nlp.models.family_causal_lms import QwenMoeCausalLM
+from keras_nlp.models.family_masked_lms import AlbertMaskedLM
+from keras_nlp.models.family_masked_lms import BertMaskedLM
+from keras_nlp.models.family_masked_lms import DebertaV3MaskedLM
+from keras_nlp.models.family_masked_lms import DistilBertMaskedLM
+from keras_nlp.models.family_masked_lms import FNetMaskedLM
+from keras_nlp.models.family_masked_lms import RobertaMaskedLM
+from keras_nlp.models.family_masked_lms import XLMRobertaMaskedLM
+from keras_nlp.models.family_text_classifiers import AlbertClassifier
+from keras_nlp.models.family_text_classifiers import AlbertTextClassifier
+from keras_nlp.models.family_text_classifiers import BertClassifier
+from keras_nlp.models.family_text_classifiers import BertTextClassifier
+from keras_nlp.models.family_text_classifiers import DebertaV3Classifier
+from keras_nlp.models.family_text_classifiers import DebertaV3TextClassifier
+from keras_nlp.models.family_text_classifiers import DistilBertClassifier
+from keras_nlp.models.family_text_classifiers import DistilBertTextClassifier
+from keras_nlp.models.family_text_classifiers import ElectraTextClassifier
+from keras_nlp.models.family_text_classifiers import FNetClassifier
+from keras_nlp.models.family_text_classifiers import FNetTextClassifier
+from keras_nlp.models.family_text_classifiers import RobertaClassifier
+from keras_nlp.models.family_text_classifiers import RobertaTextClassifier
+from keras_nlp.models.family_text_classifiers import XLMRobertaClassifier
+from keras_nlp.models.family_text_classifiers import XLMRobertaTextClassifier
+from keras_nlp.models.family_text_classifiers import XLNetTextClassifier
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
 from keras_nlp.models.gemma3.gemma3_vision_encoder import Gemma3VisionEncoder
@@ -36,6 +59,7 @@ from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
+from keras_nlp.models.masked_lm import MaskedLM
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
@@ -48,6 +72,7 @@ from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
 from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
 from keras_nlp.models.t5.t5_backbone import T5Backbone
+from keras_nlp.models.text_classifier import TextClassifier
 from keras_nlp.models.whisper.whisper_backbone import WhisperBackbone
 from keras_nlp.models.xlm_roberta.xlm_roberta_backbone import XLMRobertaBackbone
 from keras_nlp.models.xlnet.xlnet_backbone import XLNetBackbone
@@ -104,6 +129,31 @@ __all__ = [
     "WhisperBackbone",
     "XLMRobertaBackbone",
     "XLNetBackbone",
+    "AlbertClassifier",
+    "AlbertTextClassifier",
+    "BertClassifier",
+    "BertTextClassifier",
+    "DebertaV3Classifier",
+    "DebertaV3TextClassifier",
+    "DistilBertClassifier",
+    "DistilBertTextClassifier",
+    "ElectraTextClassifier",
+    "FNetClassifier",
+    "FNetTextClassifier",
+    "RobertaClassifier",
+    "RobertaTextClassifier",
+    "XLMRobertaClassifier",
+    "XLMRobertaTextClassifier",
+    "XLNetTextClassifier",
+    "TextClassifier",
+    "AlbertMaskedLM",
+    "BertMaskedLM",
+    "DebertaV3MaskedLM",
+    "DistilBertMaskedLM",
+    "FNetMaskedLM",
+    "RobertaMaskedLM",
+    "XLMRobertaMaskedLM",
+    "MaskedLM",
 ]
 
 
