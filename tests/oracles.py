@@ -52,6 +52,7 @@ GENERATORS = {
         "tests.layers.test_shared_expert_moe:generate_oracle_data"
     ),
     "sparse_moe": "tests.layers.test_sparse_moe:generate_oracle_data",
+    "seq2seq_lm": "tests.models.test_seq2seq_lm:generate_oracle_data",
     "text_classifier": "tests.models.test_text_classifier:generate_oracle_data",
     "masked_lm": (
         "tests.models.test_text_classifier:generate_masked_lm_oracle_data"

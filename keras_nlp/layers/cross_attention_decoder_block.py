@@ -1,12 +1,14 @@
 """The cross-attention decoder block of the encoder-decoder backbones."""
 
 import keras
+from keras import ops
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.common import check_rates
 from keras_nlp.layers.common import feedforward_denses
 from keras_nlp.layers.dense import fresh_initializer
+from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.transformer_encoder import encoder_attention_mask
 
 # keras-hub's `TransformerDecoder` names, which are the checkpoints' paths.
@@ -55,6 +57,21 @@ class CrossAttentionDecoderBlock(keras.layers.Layer):
         encoder_padding_mask: optional `(batch, source_len)`, non-zero for
             real tokens.
         training: bool. Enables dropout.
+        self_attention_cache: optional `(batch, 2, max_len, heads,
+            head_dim)` keys and values of the self-attention, for cached
+            decoding: the tokens are written at
+            `self_attention_cache_update_index` and attend to every slot
+            up to theirs; `decoder_padding_mask`, if given, then covers
+            the `max_len` slots.
+        self_attention_cache_update_index: int or scalar tensor, the slot
+            of the first decoder token (with a cache).
+        cross_attention_cache: optional `(batch, 2, source_len, heads,
+            head_dim)` keys and values of the encoder's outputs (see
+            `cross_attention_cache`), read instead of `encoder_sequence`.
+
+    Returns:
+        `(batch, target_len, hidden)`, or `(outputs, self_attention_cache)`
+        when a self-attention cache is given.
 
     Example:
 
@@ -68,6 +85,16 @@ class CrossAttentionDecoderBlock(keras.layers.Layer):
     decoder = np.random.rand(2, 5, 32).astype("float32")
     encoder = np.random.rand(2, 7, 32).astype("float32")
     block(decoder, encoder).shape  # (2, 5, 32)
+
+    # Cached decoding: keys and values of the encoder once, then a token.
+    cross = block.cross_attention_cache(encoder)  # (2, 2, 7, 4, 8)
+    cache = np.zeros((2, 2, 5, 4, 8), "float32")
+    step, cache = block(
+        decoder[:, :1],
+        self_attention_cache=cache,
+        self_attention_cache_update_index=0,
+        cross_attention_cache=cross,
+    )
     ```
     """
 
@@ -159,50 +186,120 @@ class CrossAttentionDecoderBlock(keras.layers.Layer):
             return x + dropout(branch(norm(x)), training=training)
         return norm(x + dropout(branch(x), training=training))
 
+    def cross_attention_cache(self, encoder_sequence):
+        """The cross-attention's keys and values of the encoder's outputs.
+
+        Computed once per source, then read by every decoding step.
+
+        Args:
+            encoder_sequence: `(batch, source_len, hidden)`.
+
+        Returns:
+            `(batch, 2, source_len, heads, head_dim)`.
+        """
+        key = self.cross_attention.key_dense(encoder_sequence)
+        value = self.cross_attention.value_dense(encoder_sequence)
+        return ops.stack((key, value), axis=1)
+
+    def _cross_attend_cached(self, x, cache, mask, training):
+        """The cross-attention over precomputed keys and values, the same
+        computation as the layer's own with `key_value_inputs`."""
+        attention = self.cross_attention
+        head_dim = attention.cache_shape(1, 1)[-1]
+        query = attention.query_dense(x)
+        query = query * ops.cast(head_dim**-0.5, query.dtype)
+        outputs = grouped_query_attention(
+            query,
+            cache[:, 0],
+            cache[:, 1],
+            mask,
+            probabilities_dropout=(
+                attention.probabilities_dropout if self.dropout > 0 else None
+            ),
+            training=training,
+        )
+        return attention.output_dense(outputs)
+
     def call(
         self,
         decoder_sequence,
-        encoder_sequence,
+        encoder_sequence=None,
         decoder_padding_mask=None,
         encoder_padding_mask=None,
         training=None,
+        self_attention_cache=None,
+        self_attention_cache_update_index=None,
+        cross_attention_cache=None,
     ):
-        shape = keras.ops.shape(decoder_sequence)
+        if encoder_sequence is None and cross_attention_cache is None:
+            raise ValueError(
+                "CrossAttentionDecoderBlock needs the encoder's outputs: "
+                "pass `encoder_sequence` or `cross_attention_cache`."
+            )
+        shape = ops.shape(decoder_sequence)
+        key_length = shape[1]
+        start_index = 0
+        if self_attention_cache is not None:
+            key_length = ops.shape(self_attention_cache)[2]
+            start_index = self_attention_cache_update_index
         self_mask = decoder_attention_mask(
-            shape[0], shape[1], shape[1], padding_mask=decoder_padding_mask
+            shape[0],
+            shape[1],
+            key_length,
+            padding_mask=decoder_padding_mask,
+            start_index=start_index,
         )
         cross_mask = None
         if encoder_padding_mask is not None:
             cross_mask = encoder_attention_mask(encoder_padding_mask, shape[1])
         self_dropout, cross_dropout, feedforward_dropout = self.branch_dropouts
-        x = self._branch(
-            decoder_sequence,
-            self.self_attention_norm,
-            self_dropout,
-            lambda y: self.self_attention(
-                y, attention_mask=self_mask, training=training
-            ),
-            training,
-        )
-        x = self._branch(
-            x,
-            self.cross_attention_norm,
-            cross_dropout,
-            lambda y: self.cross_attention(
+        updated = []
+
+        def self_attend(y):
+            if self_attention_cache is None:
+                return self.self_attention(
+                    y, attention_mask=self_mask, training=training
+                )
+            y, cache = self.self_attention(
+                y,
+                attention_mask=self_mask,
+                cache=self_attention_cache,
+                cache_update_index=start_index,
+                training=training,
+            )
+            updated.append(cache)
+            return y
+
+        def cross_attend(y):
+            if cross_attention_cache is not None:
+                return self._cross_attend_cached(
+                    y, cross_attention_cache, cross_mask, training
+                )
+            return self.cross_attention(
                 y,
                 attention_mask=cross_mask,
                 key_value_inputs=encoder_sequence,
                 training=training,
-            ),
+            )
+
+        x = self._branch(
+            decoder_sequence,
+            self.self_attention_norm,
+            self_dropout,
+            self_attend,
             training,
         )
-        return self._branch(
+        x = self._branch(
+            x, self.cross_attention_norm, cross_dropout, cross_attend, training
+        )
+        x = self._branch(
             x,
             self.feedforward_norm,
             feedforward_dropout,
             lambda y: self.output_dense(self.intermediate_dense(y)),
             training,
         )
+        return x if self_attention_cache is None else (x, updated[0])
 
     def compute_output_shape(self, decoder_sequence_shape, *args, **kwargs):
         return decoder_sequence_shape

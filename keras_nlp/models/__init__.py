@@ -35,6 +35,8 @@ from keras_nlp.models.family_masked_lms import DistilBertMaskedLM
 from keras_nlp.models.family_masked_lms import FNetMaskedLM
 from keras_nlp.models.family_masked_lms import RobertaMaskedLM
 from keras_nlp.models.family_masked_lms import XLMRobertaMaskedLM
+from keras_nlp.models.family_seq2seq_lms import BartSeq2SeqLM
+from keras_nlp.models.family_seq2seq_lms import T5Seq2SeqLM
 from keras_nlp.models.family_text_classifiers import AlbertClassifier
 from keras_nlp.models.family_text_classifiers import AlbertTextClassifier
 from keras_nlp.models.family_text_classifiers import BertClassifier
@@ -71,6 +73,7 @@ from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
 from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
 from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
+from keras_nlp.models.seq2seq_lm import Seq2SeqLM
 from keras_nlp.models.t5.t5_backbone import T5Backbone
 from keras_nlp.models.text_classifier import TextClassifier
 from keras_nlp.models.whisper.whisper_backbone import WhisperBackbone
@@ -81,6 +84,7 @@ __all__ = [
     "AlbertBackbone",
     "Backbone",
     "BartBackbone",
+    "BartSeq2SeqLM",
     "BertBackbone",
     "BloomBackbone",
     "BloomCausalLM",
@@ -125,7 +129,9 @@ __all__ = [
     "QwenMoeBackbone",
     "QwenMoeCausalLM",
     "RobertaBackbone",
+    "Seq2SeqLM",
     "T5Backbone",
+    "T5Seq2SeqLM",
     "WhisperBackbone",
     "XLMRobertaBackbone",
     "XLNetBackbone",

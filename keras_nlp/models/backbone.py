@@ -71,6 +71,30 @@ def serialize_backbone(backbone):
     return serialized
 
 
+class BackboneTaskConfig:
+    """`get_config` / `from_config` of a task whose config is its backbone
+    (a mixin of `keras.Model`: `CausalLM`, `Seq2SeqLM`).
+
+    The backbone is stored serialized; a preprocessor or tokenizer is host
+    code and is not (presets keep the tokenizer's files).
+    """
+
+    def get_config(self):
+        return {
+            "backbone": serialize_backbone(self.backbone),
+            "name": self.name,
+            "trainable": self.trainable,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        config["backbone"] = keras.saving.deserialize_keras_object(
+            config["backbone"]
+        )
+        return cls(**config)
+
+
 class Backbone(LoraMixin, PresetMixin, keras.Model):
     """Base class of all backbones: a functional `keras.Model`.
 

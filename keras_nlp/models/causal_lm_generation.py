@@ -37,6 +37,7 @@ from keras_nlp.models.causal_lm_prompts import left_pad
 from keras_nlp.models.causal_lm_prompts import read_prompts
 from keras_nlp.models.causal_lm_prompts import row_limits
 from keras_nlp.models.causal_lm_prompts import unpack_rows
+from keras_nlp.models.compiled_loop import compile_loop
 from keras_nlp.models.sampling import get_sampler
 from keras_nlp.models.sampling import next_tokens
 from keras_nlp.models.task_preprocessing import end_token_ids
@@ -277,7 +278,8 @@ class GenerationMixin:
                 extras=extras,
             )
 
-        function = _compile(loop, variables)
+        # The caches (the loop's fourth argument) are updated in place.
+        function = compile_loop(loop, variables, donate_argnums=(3,))
         if len(self._generate_functions) >= _MAX_COMPILED_LOOPS:
             self._generate_functions.pop(next(iter(self._generate_functions)))
         self._generate_functions[key] = function
@@ -509,38 +511,6 @@ def _write_token(
             finished, ops.any(token[:, None] == stops[None], axis=1)
         )
     return token_ids, out_mask, ops.logical_or(done, finished)
-
-
-def _compile(loop, variables):
-    """`loop` compiled for the backend, reading the model's `variables`."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        import jax
-
-        def stateless(values, *args):
-            mapping = list(zip(variables, values, strict=True))
-            # The loop creates no variables: leave any that others left
-            # pending (deferred initialization) to their owners.
-            with keras.StatelessScope(
-                state_mapping=mapping, initialize_variables=False
-            ):
-                return loop(*args)
-
-        # The caches are donated: the loop updates them in place.
-        compiled = jax.jit(stateless, donate_argnums=(4,))
-
-        def function(*args):
-            return compiled([v.value for v in variables], *args)
-
-        return function
-    if backend == "tensorflow":
-        import tensorflow as tf
-
-        return tf.function(loop, reduce_retracing=False)
-    raise NotImplementedError(
-        "`generate` runs on the JAX and TensorFlow backends; the "
-        f"active backend is {backend!r}."
-    )
 
 
 def _memory_for_caches():

@@ -158,3 +158,67 @@ class BartBackbone(Backbone):
             dtype=dtype,
             **kwargs,
         )
+
+    # === Cached decoding (`BartSeq2SeqLM.generate`) ===
+
+    def _embed(self, token_ids, side, start_index=0):
+        position = getattr(self, f"{side}_position_embedding")
+        norm = self.get_layer(f"{side}_embeddings_layer_norm")
+        drop = self.get_layer(f"{side}_embeddings_dropout")
+        x = self.token_embedding(token_ids)
+        return drop(norm(x + position(x, start_index=start_index)))
+
+    def encode(self, token_ids, padding_mask):
+        """The encoder's output `(batch, source_len, hidden_dim)`."""
+        x = self._embed(token_ids, "encoder")
+        for block in self.encoder_transformer_layers:
+            x = block(x, padding_mask=padding_mask)
+        return x
+
+    def decode_with_cache(
+        self,
+        token_ids,
+        self_attention_caches,
+        cross_attention_caches,
+        cache_update_index,
+        encoder_padding_mask,
+        pin=None,
+    ):
+        """Runs decoder tokens through the blocks with key/value caches.
+
+        Args:
+            token_ids: int `(batch, seq)`, the tokens of slots
+                `cache_update_index ... + seq - 1`.
+            self_attention_caches: one `(batch, 2, max_len, heads,
+                head_dim)` per block.
+            cross_attention_caches: each block's `cross_attention_cache`
+                of the encoder's output.
+            cache_update_index: int or scalar tensor.
+            encoder_padding_mask: `(batch, source_len)`.
+            pin: optional `pin(number, x, cache) -> (x, cache)` applied
+                after each block (layouts while sharded).
+
+        Returns:
+            `(hidden states (batch, seq, hidden_dim), updated caches)`.
+        """
+        x = self._embed(token_ids, "decoder", cache_update_index)
+        updated = []
+        for number, (block, cache, cross) in enumerate(
+            zip(
+                self.decoder_transformer_layers,
+                self_attention_caches,
+                cross_attention_caches,
+                strict=True,
+            )
+        ):
+            x, cache = block(
+                x,
+                encoder_padding_mask=encoder_padding_mask,
+                self_attention_cache=cache,
+                self_attention_cache_update_index=cache_update_index,
+                cross_attention_cache=cross,
+            )
+            if pin is not None:
+                x, cache = pin(number, x, cache)
+            updated.append(cache)
+        return x, updated

@@ -4,6 +4,7 @@ import keras
 
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
+from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import token_embedding_rules
@@ -284,3 +285,64 @@ class T5Backbone(Backbone):
             dtype=dtype,
             **kwargs,
         )
+
+    # === Cached decoding (`T5Seq2SeqLM.generate`) ===
+
+    def encode(self, token_ids, padding_mask):
+        """The encoder's output `(batch, source_len, hidden_dim)`."""
+        x = self.encoder_embedding_dropout(self.token_embedding(token_ids))
+        mask = padding_mask[:, None, :]
+        position_bias = None
+        for block in self.encoder_transformer_layers:
+            x, position_bias = block(
+                x, attention_mask=mask, position_bias=position_bias
+            )
+        return self.encoder_dropout(self.encoder_layer_norm(x))
+
+    def decode_with_cache(
+        self,
+        token_ids,
+        self_attention_caches,
+        cross_attention_caches,
+        cache_update_index,
+        encoder_padding_mask,
+        pin=None,
+    ):
+        """Runs decoder tokens through the layers with key/value caches.
+
+        Arguments and return value as `BartBackbone.decode_with_cache`:
+        the first layer's relative position bias counts the queries from
+        `cache_update_index`.
+        """
+        x = self.decoder_embedding_dropout(self.token_embedding(token_ids))
+        shape = keras.ops.shape(token_ids)
+        mask = decoder_attention_mask(
+            shape[0],
+            shape[1],
+            keras.ops.shape(self_attention_caches[0])[2],
+            start_index=cache_update_index,
+        )
+        encoder_mask = encoder_padding_mask[:, None, :]
+        position_bias = None
+        updated = []
+        for number, (block, cache, cross) in enumerate(
+            zip(
+                self.decoder_transformer_layers,
+                self_attention_caches,
+                cross_attention_caches,
+                strict=True,
+            )
+        ):
+            x, position_bias, cache = block(
+                x,
+                attention_mask=mask,
+                position_bias=position_bias,
+                encoder_mask=encoder_mask,
+                self_attention_cache=cache,
+                cache_update_index=cache_update_index,
+                cross_attention_cache=cross,
+            )
+            if pin is not None:
+                x, cache = pin(number, x, cache)
+            updated.append(cache)
+        return self.decoder_dropout(self.decoder_layer_norm(x)), updated

@@ -65,15 +65,21 @@ class T5LayerNorm(keras.layers.Layer):
         return {**super().get_config(), "epsilon": self.epsilon}
 
 
-def relative_position_buckets(query_length, key_length, bidirectional):
+def relative_position_buckets(
+    query_length, key_length, bidirectional, query_start=0
+):
     """`(query_length, key_length)` int32 buckets of `key - query` offsets.
+
+    Query `t` sits at position `query_start + t` (cached decoding decodes
+    a slice of the sequence), keys at `0 .. key_length - 1`.
 
     Half the buckets (of each direction, when bidirectional) hold exact
     small distances; the rest grow logarithmically up to `MAX_DISTANCE`,
     beyond which every distance shares the last bucket. A causal decoder
     (`bidirectional=False`) only tells apart keys at or before the query.
     """
-    offset = ops.arange(key_length)[None, :] - ops.arange(query_length)[:, None]
+    queries = ops.arange(query_length) + ops.cast(query_start, "int32")
+    offset = ops.arange(key_length)[None, :] - queries[:, None]
     buckets = NUM_BUCKETS
     first = 0
     if bidirectional:
@@ -126,9 +132,17 @@ class T5Attention(keras.layers.Layer):
             attention); defaults to `x`.
         position_bias: optional bias from the stack's first layer.
         training: bool. Enables dropout.
+        cache: optional `(batch, 2, max_len, heads, key_value_dim)` keys
+            and values, for cached decoding. With `cache_update_index`,
+            the queries' own keys and values are written from that slot
+            on (self-attention); without, the cache is read as it is
+            (a cross-attention's precomputed keys and values).
+        cache_update_index: int or scalar tensor, the slot of the first
+            query (with a cache).
 
     Returns:
-        `(output (batch, queries, hidden_dim), position_bias)`.
+        `(output (batch, queries, hidden_dim), position_bias)`, and the
+        cache last when one is given.
     """
 
     def __init__(
@@ -211,6 +225,23 @@ class T5Attention(keras.layers.Layer):
             x, (shape[0], shape[1], self.num_heads, self.key_value_dim)
         )
 
+    def cache_shape(self, batch_size, max_length):
+        """The shape of this layer's key/value cache."""
+        return (batch_size, 2, max_length, self.num_heads, self.key_value_dim)
+
+    def cache_kernel(self):
+        """`(layer, heads letter, head_dim letter)` whose kernel's layout
+        the cache follows: the flat key projection `(hidden, heads)`,
+        whose heads dimension holds whole heads where it is sharded."""
+        return self.key_projector, "k", None
+
+    def key_value_cache(self, key_value):
+        """`(batch, 2, keys, heads, key_value_dim)` keys and values of
+        `key_value` `(batch, keys, hidden)`: a cross-attention's, once."""
+        key = self._heads(self.key_projector(key_value))
+        value = self._heads(self.value_projector(key_value))
+        return ops.stack((key, value), axis=1)
+
     def call(
         self,
         x,
@@ -218,11 +249,23 @@ class T5Attention(keras.layers.Layer):
         key_value=None,
         position_bias=None,
         training=None,
+        cache=None,
+        cache_update_index=None,
     ):
         key_value = x if key_value is None else key_value
         query = self._heads(self.query_projector(x))
-        key = self._heads(self.key_projector(key_value))
-        value = self._heads(self.value_projector(key_value))
+        if cache is not None and cache_update_index is None:
+            key, value = cache[:, 0], cache[:, 1]
+        else:
+            key = self._heads(self.key_projector(key_value))
+            value = self._heads(self.value_projector(key_value))
+        query_start = 0
+        if cache is not None and cache_update_index is not None:
+            query_start = cache_update_index
+            start = [0, cache_update_index, 0, 0]
+            key = ops.slice_update(cache[:, 0], start, key)
+            value = ops.slice_update(cache[:, 1], start, value)
+            cache = ops.stack((key, value), axis=1)
         scores = ops.einsum("bqnd,bknd->bnqk", query, key)
         if position_bias is None:
             query_length, key_length = ops.shape(x)[1], ops.shape(key)[1]
@@ -233,7 +276,10 @@ class T5Attention(keras.layers.Layer):
                 )
             else:
                 buckets = relative_position_buckets(
-                    query_length, key_length, not self.is_decoder
+                    query_length,
+                    key_length,
+                    not self.is_decoder,
+                    query_start=query_start,
                 )
                 # (queries, keys, heads) -> (1, heads, queries, keys).
                 table = ops.take(self.relative_attention_bias, buckets, axis=0)
@@ -249,7 +295,10 @@ class T5Attention(keras.layers.Layer):
         heads = ops.einsum("bnqk,bknd->bqnd", weights, value)
         shape = ops.shape(heads)
         flat = ops.reshape(heads, (shape[0], shape[1], -1))
-        return self.output_projector(flat), position_bias
+        outputs = self.output_projector(flat)
+        if cache is None:
+            return outputs, position_bias
+        return outputs, position_bias, cache
 
     def get_config(self):
         return {
@@ -307,9 +356,20 @@ class T5Block(keras.layers.Layer):
         encoder_output: `(batch, source, hidden)`, decoder only.
         encoder_mask: `(batch, 1, source)`, decoder only.
         training: bool. Enables dropout.
+        self_attention_cache: optional `(batch, 2, max_len, heads,
+            key_value_dim)`, for cached decoding (decoder only): the
+            tokens' keys and values are written from slot
+            `cache_update_index` on, and `attention_mask` must then be
+            the whole `(batch, seq, max_len)` causal mask.
+        cache_update_index: int or scalar tensor, the slot of the first
+            token.
+        cross_attention_cache: optional precomputed keys and values of
+            the encoder's output (`cross_attention_cache(...)`), read
+            instead of `encoder_output`.
 
     Returns:
-        `(y, position_bias)`.
+        `(y, position_bias)`, and the updated self-attention cache last
+        when one is given.
     """
 
     def __init__(
@@ -432,24 +492,33 @@ class T5Block(keras.layers.Layer):
         encoder_output=None,
         encoder_mask=None,
         training=None,
+        self_attention_cache=None,
+        cache_update_index=None,
+        cross_attention_cache=None,
     ):
-        if self.is_decoder and position_bias is None:
+        cached = self_attention_cache is not None
+        if self.is_decoder and position_bias is None and not cached:
             # Only the first layer builds the bias, and folds the mask in.
             attention_mask = causal_mask(x, attention_mask)
-        attended, position_bias = self.self_attention(
+        attended = self.self_attention(
             self.self_attention_layer_norm(x),
             attention_mask=attention_mask,
             position_bias=position_bias,
             training=training,
+            cache=self_attention_cache,
+            cache_update_index=cache_update_index if cached else None,
         )
+        updated_cache = attended[2] if cached else None
+        attended, position_bias = attended[:2]
         x = x + self.self_attention_dropout(attended, training=training)
         if self.is_decoder:
-            attended, _ = self.cross_attention(
+            attended = self.cross_attention(
                 self.cross_attention_layer_norm(x),
                 attention_mask=encoder_mask,
                 key_value=encoder_output,
                 training=training,
-            )
+                cache=cross_attention_cache,
+            )[0]
             x = x + self.cross_attention_dropout(attended, training=training)
         h = self.layer_norm(x)
         fed = self.input_projector(h)
@@ -457,7 +526,15 @@ class T5Block(keras.layers.Layer):
             fed = fed * self.gate_projector(h)
         fed = self.dropout_layer(fed, training=training)
         fed = self.dropout_layer(self.output_projector(fed), training=training)
+        if cached:
+            return x + fed, position_bias, updated_cache
         return x + fed, position_bias
+
+    def cross_attention_cache(self, encoder_output):
+        """The cross-attention's keys and values of the encoder's output
+        `(batch, source, hidden)`: `(batch, 2, source, heads,
+        key_value_dim)`, computed once for every decoding step."""
+        return self.cross_attention.key_value_cache(encoder_output)
 
     def get_config(self):
         return {
