@@ -17,6 +17,7 @@ import dataclasses
 
 from keras_nlp.models.bert.bert_huggingface import ENCODER_IGNORED_FIELDS
 from keras_nlp.models.bert.bert_huggingface import POSITION_IDS
+from keras_nlp.models.bert.bert_huggingface import TANH_GELUS
 from keras_nlp.models.bert.bert_huggingface import read_encoder
 from keras_nlp.models.bert.bert_huggingface import read_gelu
 from keras_nlp.models.bert.bert_huggingface import write_encoder
@@ -24,11 +25,18 @@ from keras_nlp.models.bert.bert_huggingface import write_gelu
 from keras_nlp.saving.huggingface import HEADS_BIAS
 from keras_nlp.saving.huggingface import HEADS_KERNEL
 from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
+from keras_nlp.saving.huggingface import MASKED_LM
+from keras_nlp.saving.huggingface import TEXT_CLASSIFIER
 from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import TaskHead
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import activation_check
+from keras_nlp.saving.huggingface import classifier_rows
 from keras_nlp.saving.huggingface import layer_norm_rows
 from keras_nlp.saving.huggingface import linear_rows
+from keras_nlp.saving.huggingface import masked_lm_rows
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface import register_task_head
 
 
 def _from_hf(hf):
@@ -142,5 +150,31 @@ ALBERT = register_family(
             r"(albert\.)?" + POSITION_IDS,
         ),
         base_prefix="albert.",
+    )
+)
+
+# The pooled output (`albert.pooler`), dropout, `classifier`.
+register_task_head(
+    TaskHead(
+        "albert",
+        TEXT_CLASSIFIER,
+        "AlbertForSequenceClassification",
+        classifier_rows("classifier"),
+    )
+)
+# `predictions`: dense to the embedding width, `hidden_act`, LayerNorm, the
+# tied decoder. Our head's GELU is the tanh approximation.
+register_task_head(
+    TaskHead(
+        "albert",
+        MASKED_LM,
+        "AlbertForMaskedLM",
+        masked_lm_rows(
+            "predictions.dense", "predictions.LayerNorm", "predictions.bias"
+        ),
+        ignorable_tensors=(r"predictions\.decoder\.(weight|bias)",),
+        check=activation_check(
+            "hidden_act", "gelu_new", TANH_GELUS, "AlbertMaskedLM"
+        ),
     )
 )

@@ -7,6 +7,10 @@ weights `gamma`/`beta`. A `BertForMaskedLM` checkpoint has no pooler: the
 backbone's `pooled_dense` then keeps its initial values, with a warning
 (the pooled output is untrained). Export writes `BertModel`'s tensors
 under the `bert.` prefix, which every BERT class of Hugging Face loads.
+The task heads (`BertForSequenceClassification`'s `classifier`,
+`BertForMaskedLM`'s `cls.predictions`) are registered below: a backbone
+skips them, `BertTextClassifier` and `BertMaskedLM` load and export them
+(`keras_nlp.saving.huggingface.task_heads`).
 
 `hidden_act` chooses the backbone's `hidden_activation`: `"gelu"` (the
 exact, erf-based GELU of Hugging Face's BERTs) is `"gelu"`, so those
@@ -21,9 +25,16 @@ from keras_nlp.saving.huggingface import HEADS_BIAS
 from keras_nlp.saving.huggingface import HEADS_KERNEL
 from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface import KERNEL
+from keras_nlp.saving.huggingface import MASKED_LM
+from keras_nlp.saving.huggingface import TEXT_CLASSIFIER
 from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import TaskHead
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import activation_check
+from keras_nlp.saving.huggingface import classifier_rows
+from keras_nlp.saving.huggingface import masked_lm_rows
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface import register_task_head
 from keras_nlp.saving.huggingface.fields import read_sizes
 from keras_nlp.saving.huggingface.fields import write_sizes
 
@@ -224,5 +235,31 @@ BERT = register_family(
         ),
         base_prefix="bert.",
         old_names=LAYER_NORM_OLD_NAMES,
+    )
+)
+
+# The pooled output, dropout, then `classifier`: our classifier's head.
+register_task_head(
+    TaskHead(
+        "bert",
+        TEXT_CLASSIFIER,
+        "BertForSequenceClassification",
+        classifier_rows("classifier"),
+    )
+)
+# `cls.predictions`: dense, `hidden_act`, LayerNorm, the tied decoder.
+register_task_head(
+    TaskHead(
+        "bert",
+        MASKED_LM,
+        "BertForMaskedLM",
+        masked_lm_rows(
+            "cls.predictions.transform.dense",
+            "cls.predictions.transform.LayerNorm",
+            "cls.predictions.bias",
+        ),
+        also_loads=("BertForPreTraining",),
+        ignorable_tensors=(r"cls\.predictions\.decoder\.(weight|bias)",),
+        check=activation_check("hidden_act", "gelu", ("gelu",), "BertMaskedLM"),
     )
 )

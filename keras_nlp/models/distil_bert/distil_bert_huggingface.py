@@ -9,9 +9,15 @@ from keras_nlp.saving.huggingface import HEADS_BIAS
 from keras_nlp.saving.huggingface import HEADS_KERNEL
 from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
 from keras_nlp.saving.huggingface import KERNEL
+from keras_nlp.saving.huggingface import MASKED_LM
+from keras_nlp.saving.huggingface import TEXT_CLASSIFIER
 from keras_nlp.saving.huggingface import HuggingFaceFamily
+from keras_nlp.saving.huggingface import TaskHead
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import classifier_rows
+from keras_nlp.saving.huggingface import masked_lm_rows
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface import register_task_head
 
 
 def _from_hf(hf):
@@ -139,5 +145,28 @@ DISTIL_BERT = register_family(
             r"(distilbert\.)?embeddings\.position_ids",
         ),
         base_prefix="distilbert.",
+    )
+)
+
+# The first token, `pre_classifier` + ReLU, dropout, `classifier`.
+register_task_head(
+    TaskHead(
+        "distilbert",
+        TEXT_CLASSIFIER,
+        "DistilBertForSequenceClassification",
+        classifier_rows("classifier", "pre_classifier"),
+    )
+)
+# `vocab_transform`, GELU (the backbone's `activation`, always "gelu"),
+# `vocab_layer_norm`, the tied `vocab_projector` and its bias.
+register_task_head(
+    TaskHead(
+        "distilbert",
+        MASKED_LM,
+        "DistilBertForMaskedLM",
+        masked_lm_rows(
+            "vocab_transform", "vocab_layer_norm", "vocab_projector.bias"
+        ),
+        ignorable_tensors=(r"vocab_projector\.weight",),
     )
 )

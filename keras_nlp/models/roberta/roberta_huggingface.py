@@ -11,7 +11,9 @@ RoBERTa adds the token-type embedding of type 0 (`type_vocab_size` is 1)
 to every token; it is folded into the position table on import (the
 original checkpoints hold zeros there, fine-tuned ones need not) and
 written as zeros on export. The masked-LM head (`lm_head.*`) and
-classification heads are not the backbone's and are skipped. A pooler
+classification heads (`classifier.*`) are not the backbone's and are
+skipped; the task classes load and export them
+(`register_roberta_style` registers both heads). A pooler
 (`RobertaModel` has one, `RobertaForMaskedLM` none), which the backbone
 does not use, is kept: a checkpoint with one loads with
 `keep_pooler=True`, so that the export writes it back.
@@ -26,10 +28,16 @@ from keras_nlp.models.bert.bert_huggingface import encoder_block_weights
 from keras_nlp.models.bert.bert_huggingface import read_encoder
 from keras_nlp.models.bert.bert_huggingface import write_encoder
 from keras_nlp.saving.huggingface import KERNEL
+from keras_nlp.saving.huggingface import MASKED_LM
+from keras_nlp.saving.huggingface import TEXT_CLASSIFIER
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Pad
+from keras_nlp.saving.huggingface import TaskHead
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import classifier_rows
+from keras_nlp.saving.huggingface import masked_lm_rows
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface import register_task_head
 
 # Hugging Face's padding id, and so its position offset (padding id + 1).
 PAD_TOKEN_ID = 1
@@ -123,7 +131,31 @@ def roberta_style_ignorable(prefix):
 
 def register_roberta_style(model_type, backbone, architecture):
     """Registers a family of RoBERTa's config fields and tensor names (under
-    `roberta.`); returns its `HuggingFaceFamily`."""
+    `roberta.`), and its task heads; returns its `HuggingFaceFamily`."""
+    name = architecture.removesuffix("Model")
+    # The first token, dropout, `classifier.dense` + tanh, dropout and
+    # `classifier.out_proj`: our classifier's `pooled_dense` and `logits`.
+    register_task_head(
+        TaskHead(
+            model_type,
+            TEXT_CLASSIFIER,
+            name + "ForSequenceClassification",
+            classifier_rows("classifier.out_proj", "classifier.dense"),
+        )
+    )
+    # `lm_head`: dense, exact GELU (whatever `hidden_act`), LayerNorm, the
+    # tied decoder.
+    register_task_head(
+        TaskHead(
+            model_type,
+            MASKED_LM,
+            name + "ForMaskedLM",
+            masked_lm_rows(
+                "lm_head.dense", "lm_head.layer_norm", "lm_head.bias"
+            ),
+            ignorable_tensors=(r"lm_head\.decoder\.(weight|bias)",),
+        )
+    )
     return register_family(
         HuggingFaceFamily(
             model_type=model_type,

@@ -36,6 +36,13 @@ from keras_nlp.saving.huggingface.loading import huggingface_config
 from keras_nlp.saving.huggingface.mxfp4 import MXFP4
 from keras_nlp.saving.huggingface.mxfp4 import Mxfp4
 from keras_nlp.saving.huggingface.mxfp4 import dequantize_mxfp4
+from keras_nlp.saving.huggingface.task_heads import MASKED_LM
+from keras_nlp.saving.huggingface.task_heads import TEXT_CLASSIFIER
+from keras_nlp.saving.huggingface.task_heads import TaskHead
+from keras_nlp.saving.huggingface.task_heads import activation_check
+from keras_nlp.saving.huggingface.task_heads import classifier_rows
+from keras_nlp.saving.huggingface.task_heads import masked_lm_rows
+from keras_nlp.saving.huggingface.task_heads import register_task_head
 from keras_nlp.saving.huggingface.tensor_table import StoredTensor
 from keras_nlp.saving.huggingface.tensor_table import Weight
 from keras_nlp.saving.huggingface.tensor_table import attention_rows
@@ -49,6 +56,7 @@ __all__ = [
     "HEADS_KERNEL",
     "HEADS_OUTPUT_KERNEL",
     "KERNEL",
+    "MASKED_LM",
     "MXFP4",
     "Add",
     "Checkpoint",
@@ -61,13 +69,18 @@ __all__ = [
     "Permute",
     "Split",
     "StoredTensor",
+    "TEXT_CLASSIFIER",
+    "TaskHead",
     "Transpose",
     "Weight",
+    "activation_check",
     "attention_rows",
+    "classifier_rows",
     "bind",
     "dequantize_mxfp4",
     "layer_norm_rows",
     "linear_rows",
+    "masked_lm_rows",
     "build_from_huggingface",
     "family_for_backbone",
     "family_for_model_type",
@@ -75,6 +88,7 @@ __all__ = [
     "is_huggingface_directory",
     "read_huggingface_config",
     "register_family",
+    "register_task_head",
     "registered_families",
     "write_huggingface",
 ]

@@ -22,7 +22,10 @@ loaded from (`remember_import`):
   stay 131072.
 """
 
+import contextlib
+import contextvars
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -36,8 +39,10 @@ from keras_nlp.saving.huggingface.checkpoint import CODES
 from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_FILE
 from keras_nlp.saving.huggingface.checkpoint import SAFETENSORS_INDEX
 from keras_nlp.saving.huggingface.family import family_for_backbone
+from keras_nlp.saving.huggingface.task_heads import task_head
 from keras_nlp.saving.huggingface.tensor_table import bind
 from keras_nlp.saving.preset_files import CONFIG_FILE
+from keras_nlp.saving.preset_files import PresetError
 from keras_nlp.saving.preset_staging import write_json
 from keras_nlp.saving.weight_transfer import dtype_name
 from keras_nlp.saving.weight_transfer import host_pieces
@@ -62,20 +67,37 @@ class _Tensor:
         )
 
 
-def _plan_tensors(backbone, family):
+def _plan_tensors(backbone, family, head=None):
     config = backbone.get_config()
     variables = [v for v in backbone.weights if v.name not in LORA_ADAPTERS]
-    bindings, unmatched = bind(
-        family.table(config), [(v.path, v.shape) for v in variables]
+    tensors = {}
+    _plan_variables(
+        variables,
+        family.table(config),
+        f"The {family.model_types[0]!r} tensor table",
+        tensors,
     )
+    if head is not None:
+        # Bound apart: a head's paths may repeat the backbone's
+        # (`pooled_dense` of a RoBERTa classifier and of a kept pooler).
+        _plan_variables(
+            head.variables,
+            head.head.weights,
+            f"The {head.head.architecture} head table",
+            tensors,
+        )
+    return list(tensors.values())
+
+
+def _plan_variables(variables, table, what, tensors):
+    """Adds the tensors that `table` makes of `variables` to `tensors`."""
+    bindings, unmatched = bind(table, [(v.path, v.shape) for v in variables])
     if unmatched:
         raise ValueError(
-            f"The {family.model_types[0]!r} tensor table has no row for "
-            f"{unmatched}; the backbone cannot be written in Hugging Face "
-            "format."
+            f"{what} has no row for {unmatched}; the model cannot be "
+            "written in Hugging Face format."
         )
     by_path = {v.path: v for v in variables}
-    tensors = {}
     for binding in bindings:
         variable = by_path[binding.path]
         shape = binding.converted_shape()
@@ -103,7 +125,6 @@ def _plan_tensors(backbone, family):
             zeros = tensors.setdefault(binding.plus, _Tensor(binding.plus))
             zeros.shape = (1, binding.shape[-1])
             zeros.dtype = dtype_name(variable)
-    return list(tensors.values())
 
 
 def _whole(variable, active):
@@ -331,6 +352,55 @@ def export_fields(backbone, family, config, token_ids=None):
     return fields
 
 
+@dataclasses.dataclass(frozen=True)
+class HeadExport:
+    """A task head written with its backbone (`exporting_task_head`).
+
+    Attributes:
+        backbone: the task's backbone (the export it joins).
+        head: the `TaskHead` naming the head's tensors.
+        variables: the head's variables.
+        fields: `config.json` fields of the task (`id2label`, ...).
+    """
+
+    backbone: object
+    head: object
+    variables: tuple
+    fields: dict
+
+
+def task_head_export(backbone, task, variables, fields, owner):
+    """The `HeadExport` of a task model's head, for `exporting_task_head`.
+
+    Raises:
+        ValueError: the backbone's family maps no head of `task`.
+    """
+    family = family_for_backbone(type(backbone))
+    head = task_head(family.model_types[0], task)
+    if head is None:
+        raise ValueError(
+            f"{owner} has no Hugging Face format: keras_nlp maps no "
+            f"{family.model_types[0]!r} {task} head. Save it with "
+            "format='keras'."
+        )
+    return HeadExport(backbone, head, tuple(variables), dict(fields))
+
+
+_HEAD_EXPORT = contextvars.ContextVar("keras_nlp_head_export", default=None)
+
+
+@contextlib.contextmanager
+def exporting_task_head(export):
+    """Within it, `write_huggingface` of `export.backbone` writes the head
+    too: its tensors beside the backbone's, `architectures` naming the
+    task's class, and the task's fields."""
+    token = _HEAD_EXPORT.set(export)
+    try:
+        yield
+    finally:
+        _HEAD_EXPORT.reset(token)
+
+
 def _open_new(path):
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     return os.fdopen(os.open(path, flags, 0o666), "wb")
@@ -365,7 +435,22 @@ def write_huggingface(backbone, directory, max_shard_size=None, token_ids=None):
             "format='keras', which merges them, and load that preset."
         )
     hf_config = export_fields(backbone, family, config, token_ids)
-    tensors = _plan_tensors(backbone, family)
+    head = _HEAD_EXPORT.get()
+    if head is not None and head.backbone is not backbone:
+        head = None
+    if head is not None:
+        hf_config["architectures"] = [head.head.architecture]
+        hf_config.update(head.fields)
+        if head.head.check is not None:
+            # A config whose head Hugging Face would compute otherwise
+            # (another activation) is refused, as import refuses it.
+            try:
+                head.head.check(hf_config, "the exported config.json")
+            except PresetError as error:
+                raise ValueError(
+                    f"Cannot save in Hugging Face format: {error}"
+                ) from None
+    tensors = _plan_tensors(backbone, family, head)
     hf_config["torch_dtype"] = tensors[0].dtype if tensors else "float32"
     total = sum(t.nbytes for t in tensors)
     max_bytes = None

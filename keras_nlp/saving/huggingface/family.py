@@ -55,6 +55,7 @@ COMMON_IGNORED_FIELDS = (
     "no_repeat_ngram_size",
     "num_beam_groups",
     "num_beams",
+    "num_labels",
     "num_return_sequences",
     "output_attentions",
     "output_hidden_states",

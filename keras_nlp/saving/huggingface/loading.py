@@ -1,16 +1,22 @@
 """Building a backbone from a Hugging Face checkpoint, straight into shards."""
 
 import collections
+import os
 import re
 import warnings
 
 import numpy as np
 
 from keras_nlp.saving.huggingface.checkpoint import Checkpoint
+from keras_nlp.saving.huggingface.checkpoint import is_huggingface_directory
 from keras_nlp.saving.huggingface.checkpoint import read_huggingface_config
 from keras_nlp.saving.huggingface.export import remember_import
 from keras_nlp.saving.huggingface.family import family_for_model_type
+from keras_nlp.saving.huggingface.family import registered_families
 from keras_nlp.saving.huggingface.field_checks import check_header_counts
+from keras_nlp.saving.huggingface.task_heads import head_to_load
+from keras_nlp.saving.huggingface.task_heads import num_labels
+from keras_nlp.saving.huggingface.task_heads import task_head_patterns
 from keras_nlp.saving.huggingface.tensor_table import StoredTensor
 from keras_nlp.saving.huggingface.tensor_table import bind
 from keras_nlp.saving.preset_files import CONFIG_FILE
@@ -168,7 +174,12 @@ def match_checkpoint(model, family, config, checkpoint):
                 sources[-1].plus = plus
     for name, parts in fused.items():
         problems.extend(_tiling_problems(found[name], parts, views.get(name)))
-    ignorable = [re.compile(p) for p in family.ignorable_tensors]
+    # A backbone drops the task heads' tensors (their tasks load them).
+    ignorable = [
+        re.compile(p)
+        for p in family.ignorable_tensors
+        + task_head_patterns(family.model_types[0])
+    ]
     extra = [
         name
         for name in checkpoint.tensors
@@ -447,3 +458,112 @@ def build_from_huggingface(
     # RoPE fields as spelled, `max_position_embeddings`).
     remember_import(model, data, config)
     return model
+
+
+def load_head_weights(variables, directory, head, owner):
+    """Reads a task head's tensors into its variables, each device reading
+    only its slice (as the backbone's weights are read).
+
+    Args:
+        variables: the head's variables (the task model's, by path).
+        directory: the checkpoint directory (path or open directory).
+        head: the `TaskHead` mapping them to the checkpoint's tensors.
+        owner: the task class name, for messages.
+
+    Raises:
+        PresetError listing every missing, mis-shaped or mis-typed tensor
+        of the head (nothing is assigned then).
+    """
+    bindings, unmatched = bind(
+        list(head.weights), [(v.path, v.shape) for v in variables]
+    )
+    by_path = {v.path: v for v in variables}
+    problems = [
+        f"{path}: no row of the {head.architecture} head table matches this "
+        f"variable of the {owner}; its head cannot load from this checkpoint"
+        for path in unmatched
+    ]
+    family = registered_families()[head.model_type]
+    with Checkpoint(directory) as checkpoint:
+        sources = []
+        for binding in bindings:
+            variable = by_path[binding.path]
+            (name,) = binding.names
+            info = _lookup(checkpoint, name, family.old_names)
+            expected = tuple(binding.converted_shape())
+            if info is None:
+                problems.append(
+                    f"{name}: missing (for {owner}'s {binding.path}, "
+                    f"expected shape {expected})"
+                )
+            elif tuple(info.shape) != expected:
+                problems.append(
+                    f"{info.describe()} has shape {tuple(info.shape)}, "
+                    f"expected {expected} (for {owner}'s {binding.path} "
+                    f"{tuple(variable.shape)})"
+                )
+            elif not castable(info.dtype, dtype_name(variable)):
+                problems.append(
+                    f"{info.describe()} has dtype {info.dtype}, expected "
+                    f"{variable.dtype} (or another floating dtype) for "
+                    f"{binding.path}"
+                )
+            else:
+                sources.append(_Source(variable, binding, [info]))
+        if problems:
+            raise PresetError(
+                f"The {head.architecture} head of {checkpoint.path} does not "
+                f"fit the {owner} built from it ({len(problems)} "
+                f"problem(s); the head was not loaded):\n{listing(problems)}"
+            )
+        for source in sources:
+            source.variable.assign(_read_source(checkpoint, source, False))
+
+
+class FoundHead:
+    """A Hugging Face checkpoint's config, read for a task built on it.
+
+    Attributes:
+        head: the `TaskHead` its head loads through, or None (a fresh
+            head: a pretraining checkpoint).
+        data: its `config.json`.
+        path: the `config.json` path, for messages.
+    """
+
+    def __init__(self, head, data, path):
+        self.head = head
+        self.data = data
+        self.path = path
+
+    def num_classes(self, num_classes, owner):
+        """The classifier's `num_classes`: the checkpoint's `num_labels`
+        (`id2label`); a given `num_classes` must agree."""
+        count = num_labels(self.data, self.path)
+        if num_classes is not None and num_classes != count:
+            raise PresetError(
+                f"{owner}.from_preset: num_classes={num_classes!r}, but the "
+                f"{self.head.architecture} checkpoint {self.path} has "
+                f"num_labels={count} (its classifier's rows). Pass "
+                f"num_classes={count} or leave it out; for another number "
+                "of classes, load the backbone with Backbone.from_preset "
+                "and build the classifier on it."
+            )
+        return count
+
+
+def huggingface_task_head(preset, task, owner):
+    """The `FoundHead` of `preset` for `task`, or None when `preset` is not
+    a Hugging Face checkpoint directory.
+
+    Raises:
+        PresetError: the checkpoint holds another kind of fine-tuned head
+            (see `task_heads.head_to_load`).
+    """
+    if not isinstance(preset, (str, os.PathLike)) or not os.path.isdir(preset):
+        return None
+    if not is_huggingface_directory(preset):
+        return None
+    with open_preset_directory(preset) as opened:
+        data = read_huggingface_config(opened)
+        path = opened.join(CONFIG_FILE)
+    return FoundHead(head_to_load(data, path, task, owner), data, path)
