@@ -30,14 +30,13 @@ from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.backbone import serialize_backbone
+from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.causal_lm_generation import GenerationMixin
-from keras_nlp.models.sampling import get_sampler
+from keras_nlp.models.task_preprocessing import TextInputsMixin
 from keras_nlp.models.task_preprocessing import is_packing_preprocessor
-from keras_nlp.models.task_preprocessing import is_raw_samples
 from keras_nlp.models.task_preprocessing import library_of
-from keras_nlp.models.task_preprocessing import preprocess_samples
 from keras_nlp.models.task_preprocessing import tokenizer_of
+from keras_nlp.models.task_training import NextTokenTraining
 
 # The residual stream's layout while decoding, as the plan pins it.
 RESIDUAL_STREAM = (FREE, None, None)
@@ -62,7 +61,13 @@ def causal_lm_class(backbone_cls):
     )
 
 
-class CausalLM(GenerationMixin, keras.Model):
+class CausalLM(
+    TextInputsMixin,
+    GenerationMixin,
+    NextTokenTraining,
+    BackboneTaskConfig,
+    keras.Model,
+):
     """A decoder backbone and its output head: next-token logits.
 
     The head is the backbone's token embedding run in reverse (the tied
@@ -145,7 +150,7 @@ class CausalLM(GenerationMixin, keras.Model):
         expected = self.backbone_cls or Backbone
         if not isinstance(backbone, expected):
             raise ValueError(
-                _wrong_backbone(type(self).__name__, expected, backbone)
+                wrong_backbone_message(type(self).__name__, expected, backbone)
             )
         if getattr(backbone, "decoder_stack", None) is None:
             raise ValueError(
@@ -359,109 +364,12 @@ class CausalLM(GenerationMixin, keras.Model):
 
     # === Training ===
 
-    def compile(
-        self,
-        optimizer="auto",
-        loss="auto",
-        *,
-        weighted_metrics="auto",
-        sampler="greedy",
-        **kwargs,
-    ):
-        """Configures training and generation.
-
-        Args:
-            optimizer: `"auto"` (AdamW, learning rate 5e-5, weight decay
-                0.01 except on biases and norm scales) or a Keras
-                optimizer.
-            loss: `"auto"` (sparse categorical cross-entropy from logits)
-                or a Keras loss.
-            weighted_metrics: `"auto"` (sparse categorical accuracy,
-                weighted by the padding mask) or a list of metrics.
-            sampler: the default sampler of `generate` (see
-                `keras_nlp.models.sampling.get_sampler`).
-            **kwargs: forwarded to `keras.Model.compile`.
-        """
-        if optimizer == "auto":
-            optimizer = keras.optimizers.AdamW(
-                learning_rate=5e-5, weight_decay=0.01
-            )
-            optimizer.exclude_from_weight_decay(
-                var_names=["bias", "scale", "gamma", "beta"]
-            )
-        if loss == "auto":
-            loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-        if weighted_metrics == "auto":
-            weighted_metrics = [
-                keras.metrics.SparseCategoricalAccuracy(name="accuracy")
-            ]
-        self.sampler = get_sampler(sampler)
-        # Compiled loops bake in the sampler: the next `generate` makes one.
-        self._reset_generate_functions()
-        super().compile(
-            optimizer=optimizer,
-            loss=loss,
-            weighted_metrics=weighted_metrics,
-            **kwargs,
-        )
-
-    def _next_token_targets(self, x, y, y_pred, sample_weight):
-        """Targets from the inputs: each position predicts the next token."""
-        if y is not None or not isinstance(x, dict) or "token_ids" not in x:
-            return y, y_pred, sample_weight
-        token_ids = x["token_ids"]
-        weight = ops.ones_like(token_ids[:, 1:], "float32")
-        if "padding_mask" in x:
-            mask = ops.cast(x["padding_mask"], "float32")
-            # Both the token and the one it predicts must be real.
-            weight = mask[:, 1:] * mask[:, :-1]
-        if sample_weight is not None:
-            weight = weight * ops.cast(sample_weight, "float32")[:, None]
-        # Keras averages over every position: rescaled, the loss is the
-        # mean over the real ones, whatever the padding.
-        weight = weight / ops.maximum(ops.mean(weight), 1e-9)
-        return token_ids[:, 1:], y_pred[:, :-1], weight
-
-    def compute_loss(
-        self, x=None, y=None, y_pred=None, sample_weight=None, training=True
-    ):
-        y, y_pred, sample_weight = self._next_token_targets(
-            x, y, y_pred, sample_weight
-        )
-        return super().compute_loss(
-            x=x,
-            y=y,
-            y_pred=y_pred,
-            sample_weight=sample_weight,
-            training=training,
-        )
-
-    def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        y, y_pred, sample_weight = self._next_token_targets(
-            x, y, y_pred, sample_weight
-        )
-        return super().compute_metrics(x, y, y_pred, sample_weight)
-
-    def _preprocessed(self, x, y, sample_weight):
-        """Raw text made token arrays by a packing preprocessor (as
-        keras-hub's tasks do in `fit`, `evaluate` and `predict`)."""
-        if is_packing_preprocessor(self.preprocessor) and is_raw_samples(x):
-            return preprocess_samples(self.preprocessor, x, y, sample_weight)
-        return x, y, sample_weight
-
-    def fit(self, x=None, y=None, *args, sample_weight=None, **kwargs):
-        x, y, sample_weight = self._preprocessed(x, y, sample_weight)
-        return super().fit(x, y, *args, sample_weight=sample_weight, **kwargs)
-
-    def evaluate(self, x=None, y=None, *args, sample_weight=None, **kwargs):
-        x, y, sample_weight = self._preprocessed(x, y, sample_weight)
-        return super().evaluate(
-            x, y, *args, sample_weight=sample_weight, **kwargs
-        )
-
-    def predict(self, x, *args, **kwargs):
-        x, _, _ = self._preprocessed(x, None, None)
-        return super().predict(x, *args, **kwargs)
+    def _sample_preprocessor(self):
+        # Raw training text is packed only by a packing preprocessor (ours
+        # take text in `generate`, and token arrays in `fit`).
+        if is_packing_preprocessor(self.preprocessor):
+            return self.preprocessor
+        return None
 
     # === Scoring ===
 
@@ -578,18 +486,6 @@ class CausalLM(GenerationMixin, keras.Model):
             "sequential_blocks": list(stack.blocks),
         }
 
-    def compile_from_config(self, config):
-        # Keras skips a custom `compile` on load; this one takes Keras's
-        # own compile config, and the optimizer is built so that its saved
-        # variables load.
-        self.compile(**keras.saving.deserialize_keras_object(config))
-        if self.built:
-            self.optimizer.build(self.trainable_variables)
-
-    def _post_quantize(self, mode, **kwargs):
-        super()._post_quantize(mode, **kwargs)
-        self._reset_generate_functions()
-
     def enable_lora(self, rank, target_layer_names=None):
         """Adds LoRA adapters to the backbone (see `Backbone.enable_lora`)."""
         self.backbone.enable_lora(rank, target_layer_names=target_layer_names)
@@ -649,25 +545,8 @@ class CausalLM(GenerationMixin, keras.Model):
         if self.tokenizer is not None:
             self.tokenizer.save_to_preset(preset_dir)
 
-    # === Config ===
 
-    def get_config(self):
-        return {
-            "backbone": serialize_backbone(self.backbone),
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(
-            config["backbone"]
-        )
-        return cls(**config)
-
-
-def _wrong_backbone(task_name, expected, backbone):
+def wrong_backbone_message(task_name, expected, backbone):
     """The error for a backbone of another class or library."""
     message = (
         f"{task_name} takes a keras_nlp.models.{expected.__name__}. "

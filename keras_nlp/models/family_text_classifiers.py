@@ -40,8 +40,9 @@ A `{backbone}` and a classification head: class logits.
 Args:
     backbone: a `{backbone}`.
     num_classes: int, the number of classes.
-    preprocessor: optional, where keras-hub takes its preprocessor (kept,
-        not called: inputs are token id dicts).
+    preprocessor: optional, what packs text (a batch of str, or a tuple of
+        two: pairs) into the inputs in `fit`, `evaluate` and `predict`:
+        a `keras_nlp.tokenizers.ClassifierPreprocessor` or keras-hub's.
     activation: optional activation of the logits (`"softmax"` for
         probabilities).
 {hidden_dim}    dropout: float, the head's dropout rate.

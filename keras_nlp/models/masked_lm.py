@@ -30,8 +30,15 @@ from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import serialize_backbone
+from keras_nlp.models.task_preprocessing import TextInputsMixin
+from keras_nlp.models.text_classifier import check_sample_preprocessor
 from keras_nlp.models.text_classifier import combined_plan
 from keras_nlp.models.text_classifier import plan_head
+from keras_nlp.saving.huggingface.export import exporting_task_head
+from keras_nlp.saving.huggingface.export import task_head_export
+from keras_nlp.saving.huggingface.loading import huggingface_task_head
+from keras_nlp.saving.huggingface.loading import load_head_weights
+from keras_nlp.saving.huggingface.task_heads import MASKED_LM
 
 # The head's dense layer `(hidden, embedding)`: from the encoder's width to
 # the token table's (ALBERT's narrower `embedding_dim`).
@@ -118,7 +125,7 @@ class MaskedLMHead(keras.layers.Layer):
         return logits + ops.cast(self.output_bias, logits.dtype)
 
 
-class MaskedLM(keras.Model):
+class MaskedLM(TextInputsMixin, keras.Model):
     """An encoder backbone and a tied masked-LM head: token logits.
 
     Calling the model on the backbone's input dict plus `mask_positions`
@@ -134,8 +141,11 @@ class MaskedLM(keras.Model):
 
     Args:
         backbone: an encoder backbone of the subclass's `backbone_cls`.
-        preprocessor: optional, where keras-hub takes it (kept, not
-            called).
+        preprocessor: optional, what makes raw text the model's inputs
+            in `fit`, `evaluate` and `predict`: keras-hub's
+            `XMaskedLMPreprocessor` (it picks the masked positions), or
+            any callable as `preprocessor(x, y, sample_weight)` returning
+            the inputs dict with `mask_positions`.
         **kwargs: forwarded to `keras.Model`.
 
     Example:
@@ -177,6 +187,7 @@ class MaskedLM(keras.Model):
                 f"{type(backbone).__name__} from "
                 f"{type(backbone).__module__.split('.')[0]}."
             )
+        check_sample_preprocessor(name, preprocessor)
         layout_map = active_layout_map()
         head_plan = None
         if layout_map is not None and backbone.layout_plan is not None:
@@ -210,6 +221,9 @@ class MaskedLM(keras.Model):
         self._head_plan = head_plan
         if head_plan is not None:
             verify_layouts(self, self.layout_plan, layout_map.device_mesh)
+
+    def _input_names(self):
+        return (*self.backbone.input, "mask_positions")
 
     @staticmethod
     def _head_variable_infos(backbone):
@@ -307,7 +321,22 @@ class MaskedLM(keras.Model):
     def save_to_preset(self, preset_dir, **kwargs):
         """Saves the backbone's preset (`Backbone.save_to_preset`), then
         `masked_lm.json` (the class) and `masked_lm.weights.npz` (the
-        head's own weights by path, gathered from their shards)."""
+        head's own weights by path, gathered from their shards).
+
+        With `format="huggingface"`, a `*ForMaskedLM` checkpoint: the
+        backbone's tensors and the head's (the decoder is tied to the token
+        embedding, so not written)."""
+        if kwargs.get("format") == "huggingface":
+            export = task_head_export(
+                self.backbone,
+                MASKED_LM,
+                self._head_variables(),
+                {},
+                type(self).__name__,
+            )
+            with exporting_task_head(export):
+                self.backbone.save_to_preset(preset_dir, **kwargs)
+            return
         self.backbone.save_to_preset(preset_dir, **kwargs)
         weights = {
             v.path: keras.ops.convert_to_numpy(v.value)
@@ -323,7 +352,9 @@ class MaskedLM(keras.Model):
         """Builds a masked LM from a preset directory: the backbone as
         `Backbone.from_preset` builds it, and the head saved by
         `save_to_preset` if the directory holds one of the same shapes
-        (else a fresh head).
+        (else a fresh head). A Hugging Face `*ForMaskedLM` checkpoint
+        loads with its head, into shards like the backbone's; its tied
+        decoder is the backbone's token embedding.
 
         Args:
             preset: a preset directory (or a built-in preset name, with
@@ -331,14 +362,29 @@ class MaskedLM(keras.Model):
             load_weights: bool.
             **kwargs: `preprocessor`, and the backbone's `from_preset`
                 arguments.
+
+        Raises:
+            PresetError: a Hugging Face checkpoint of another head type
+                (a fine-tuned classifier), whose head activation differs
+                from ours, or whose head tensors do not fit.
         """
         preprocessor = kwargs.pop("preprocessor", None)
+        # A Hugging Face `*ForMaskedLM` checkpoint's head (checked first).
+        found = huggingface_task_head(preset, MASKED_LM, cls.__name__)
         backbone = cls.backbone_cls.from_preset(
             preset, load_weights=load_weights, **kwargs
         )
         masked_lm = cls(backbone, preprocessor=preprocessor)
         path = os.path.join(str(preset), HEAD_WEIGHTS_FILE)
-        if load_weights and os.path.isfile(path):
+        if found is not None and found.head is not None:
+            if load_weights:
+                load_head_weights(
+                    masked_lm._head_variables(),
+                    preset,
+                    found.head,
+                    cls.__name__,
+                )
+        elif load_weights and os.path.isfile(path):
             with np.load(path, allow_pickle=False) as data:
                 stored = {key: data[key] for key in data.files}
             head = masked_lm._head_variables()

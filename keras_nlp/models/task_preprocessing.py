@@ -15,8 +15,17 @@ The second kind is recognised by those methods, never by importing
 keras-hub, so this library has no runtime dependency on it and a user's
 keras-hub preprocessing runs unchanged (its own packing, its own special
 tokens, its own text clean-up).
+
+The encoder tasks (`TextClassifier`, `MaskedLM`) take a sample
+preprocessor: anything callable as keras-hub's `TextClassifierPreprocessor`
+and `MaskedLMPreprocessor` are, `preprocessor(x, y, sample_weight)` on raw
+samples giving the model's input dict (or `(x, y)`, or `(x, y,
+sample_weight)`): keras-hub's, or our `ClassifierPreprocessor`.
+`TextInputsMixin` gives every task the `fit`, `evaluate` and `predict`
+that apply its preprocessor to raw samples, as keras-hub's tasks do.
 """
 
+import keras
 import numpy as np
 
 # What a packing preprocessor has; `tokenizer` names its special tokens.
@@ -135,34 +144,161 @@ def unpack_text(preprocessor, outputs, single):
     return texts[0] if single else texts
 
 
-def preprocess_samples(preprocessor, x, y=None, sample_weight=None):
-    """Raw samples (text) made model inputs by a packing preprocessor.
+def is_sample_preprocessor(preprocessor):
+    """Whether an encoder task can call `preprocessor` on raw samples:
+    anything callable that is not one of our text tools (a `Tokenizer` is
+    not callable; a `TextPreprocessor` pads causal LM text)."""
+    return callable(preprocessor) and not hasattr(preprocessor, "for_training")
 
-    A `tf.data.Dataset` is mapped (the preprocessor's tensor path); other
-    inputs are preprocessed at once and returned as NumPy arrays.
+
+def preprocess_samples(
+    preprocessor, x, y=None, sample_weight=None, input_names=None
+):
+    """Raw samples (text) made model inputs by a preprocessor.
+
+    A `tf.data.Dataset` is mapped (the preprocessor's tensor path), or,
+    for a preprocessor that `runs_on_host` (ours, Python), read batch by
+    batch into a `keras.utils.PyDataset`. Other inputs are preprocessed at
+    once and returned as NumPy arrays.
+
+    Args:
+        preprocessor: callable as `preprocessor(x, y, sample_weight)`.
+        x, y, sample_weight: the samples.
+        input_names: optional, the model's input names: other entries of
+            the packed dict (`segment_ids` for a model without them) are
+            dropped.
 
     Returns:
         `(x, y, sample_weight)`.
     """
     if _is_dataset(x):
-        return x.map(preprocessor), None, None
-    packed = preprocessor(x, y=y, sample_weight=sample_weight)
+        if getattr(preprocessor, "runs_on_host", False):
+            batches = [
+                _keep_inputs(_call_on_element(preprocessor, e), input_names)
+                for e in x.as_numpy_iterator()
+            ]
+            return _Batches(batches), None, None
+        x = x.map(preprocessor)
+        if input_names is not None:
+            x = x.map(lambda *parts: _keep_inputs(parts, input_names))
+        # keras-hub's masks are bool: as int32, a dataset's batches trace
+        # as the arrays of the NumPy path do.
+        return x.map(_int_masks), None, None
+    if isinstance(x, str):
+        # One sample, as a batch of one (keras-hub packs a bare string
+        # unbatched).
+        x = [x]
+    packed = preprocessor(x=x, y=y, sample_weight=sample_weight)
+    packed = _keep_inputs(packed, input_names)
     if not isinstance(packed, tuple):
         packed = (packed,)
     packed = tuple(packed) + (None,) * (3 - len(packed))
     return tuple(_to_numpy(part) for part in packed[:3])
 
 
+def _call_on_element(preprocessor, element):
+    """`preprocessor` on one batch of a dataset, as `Dataset.map` calls it
+    (a tuple element is spread over its arguments)."""
+    if isinstance(element, tuple):
+        return _to_numpy(preprocessor(*element))
+    return _to_numpy(preprocessor(element))
+
+
+def _keep_inputs(packed, input_names):
+    """`packed` (`x` or a tuple starting with it) with only the model's
+    inputs in `x`."""
+    if input_names is None:
+        return packed
+    parts = packed if isinstance(packed, tuple) else (packed,)
+    x = parts[0]
+    if isinstance(x, dict):
+        x = {name: value for name, value in x.items() if name in input_names}
+    if len(parts) == 1:
+        return x
+    return (x, *parts[1:])
+
+
+def _int_masks(*parts):
+    import tensorflow as tf
+
+    def cast(value):
+        return tf.cast(value, "int32") if value.dtype == tf.bool else value
+
+    parts = tf.nest.map_structure(cast, parts)
+    return parts[0] if len(parts) == 1 else parts
+
+
+class _Batches(keras.utils.PyDataset):
+    """Batches already preprocessed on the host, replayed every epoch."""
+
+    def __init__(self, batches):
+        super().__init__()
+        self._batches = batches
+
+    def __len__(self):
+        return len(self._batches)
+
+    def __getitem__(self, index):
+        return self._batches[index]
+
+
+class TextInputsMixin:
+    """`fit`, `evaluate` and `predict` that take raw samples (text, pairs
+    of text columns, a `tf.data.Dataset` of them) when the task has a
+    preprocessor for them, and apply it first, as keras-hub's tasks do.
+    Token arrays and input dicts pass through unchanged.
+
+    A task says which preprocessor applies by `_sample_preprocessor`
+    (default: `self.preprocessor` where `is_sample_preprocessor`).
+    """
+
+    def _sample_preprocessor(self):
+        preprocessor = getattr(self, "preprocessor", None)
+        return preprocessor if is_sample_preprocessor(preprocessor) else None
+
+    def _input_names(self):
+        """The model's input names, or `None` to keep the packed dict
+        whole."""
+        return None
+
+    def _preprocessed(self, x, y, sample_weight):
+        preprocessor = self._sample_preprocessor()
+        if preprocessor is None or not is_raw_samples(x):
+            return x, y, sample_weight
+        return preprocess_samples(
+            preprocessor, x, y, sample_weight, self._input_names()
+        )
+
+    def fit(self, x=None, y=None, *args, sample_weight=None, **kwargs):
+        x, y, sample_weight = self._preprocessed(x, y, sample_weight)
+        return super().fit(x, y, *args, sample_weight=sample_weight, **kwargs)
+
+    def evaluate(self, x=None, y=None, *args, sample_weight=None, **kwargs):
+        x, y, sample_weight = self._preprocessed(x, y, sample_weight)
+        return super().evaluate(
+            x, y, *args, sample_weight=sample_weight, **kwargs
+        )
+
+    def predict(self, x, *args, **kwargs):
+        x, _, _ = self._preprocessed(x, None, None)
+        return super().predict(x, *args, **kwargs)
+
+
 def is_raw_samples(x):
     """Whether training inputs `x` are raw text (or a dataset of it), for a
     packing preprocessor, rather than token arrays."""
     if _is_dataset(x):
-        spec = x.element_spec
-        first = spec[0] if isinstance(spec, tuple) else spec
+        first = x.element_spec
+        # The first leaf: the text of `text`, `(text, y)`, `((a, b), y)`.
+        while isinstance(first, tuple) and first:
+            first = first[0]
         return getattr(first, "dtype", None) is not None and (
             first.dtype.name == "string"
         )
     if is_text(x):
+        return True
+    if isinstance(x, tuple) and x and all(is_raw_samples(c) for c in x):
+        # The text columns of pairs.
         return True
     array = np.asarray(x) if not isinstance(x, dict) else None
     return array is not None and array.dtype.kind in ("U", "S", "O")
@@ -179,5 +315,7 @@ def _to_numpy(value):
         return None
     if isinstance(value, dict):
         return {key: _to_numpy(part) for key, part in value.items()}
+    if isinstance(value, tuple):
+        return tuple(_to_numpy(part) for part in value)
     array = np.asarray(value)
     return array.astype("int32") if array.dtype == bool else array

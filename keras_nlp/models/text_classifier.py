@@ -35,6 +35,15 @@ from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import serialize_backbone
 from keras_nlp.models.families.bert import POOLED_DIMS
+from keras_nlp.models.task_preprocessing import TextInputsMixin
+from keras_nlp.models.task_preprocessing import is_sample_preprocessor
+from keras_nlp.models.task_preprocessing import library_of
+from keras_nlp.saving.huggingface.export import exporting_task_head
+from keras_nlp.saving.huggingface.export import task_head_export
+from keras_nlp.saving.huggingface.loading import huggingface_task_head
+from keras_nlp.saving.huggingface.loading import load_head_weights
+from keras_nlp.saving.huggingface.task_heads import TEXT_CLASSIFIER
+from keras_nlp.saving.huggingface.task_heads import label_fields
 
 # The logits kernel `(pooled width, classes)`: it reads a pooled vector
 # (the backbone's pooler or the head's own).
@@ -96,7 +105,7 @@ def _library_of(obj):
     return type(obj).__module__.split(".")[0]
 
 
-class TextClassifier(keras.Model):
+class TextClassifier(TextInputsMixin, keras.Model):
     """An encoder backbone and a classification head: class logits.
 
     Calling the model on the backbone's input dict (`token_ids`,
@@ -107,7 +116,10 @@ class TextClassifier(keras.Model):
     - `compile()` with no arguments uses keras-hub's defaults: Adam
       (learning rate 5e-5), sparse categorical cross-entropy (from logits
       unless the activation is softmax) and sparse categorical accuracy.
-      `fit` takes the input dicts and integer labels.
+      `fit` takes the input dicts and integer labels; with a
+      `preprocessor`, `fit`, `evaluate` and `predict` also take text: a
+      batch of str, a tuple of two batches (pairs), or a `tf.data.Dataset`
+      of them, packed by the preprocessor first.
     - `enable_lora(rank)` adds LoRA adapters to the backbone and freezes
       its other weights; the head stays trainable.
     - `get_layout_map(mesh)` lays out the backbone by its plan and the head
@@ -125,9 +137,12 @@ class TextClassifier(keras.Model):
     Args:
         backbone: an encoder backbone of the subclass's `backbone_cls`.
         num_classes: int, the number of classes.
-        preprocessor: optional, where keras-hub takes its preprocessor;
-            kept as `self.preprocessor` and not called (inputs are token id
-            dicts).
+        preprocessor: optional, what packs text into the backbone's
+            inputs in `fit`, `evaluate` and `predict`: a
+            `keras_nlp.tokenizers.ClassifierPreprocessor`, or keras-hub's
+            `XTextClassifierPreprocessor` (any callable as
+            `preprocessor(x, y, sample_weight)`). Input dicts are never
+            preprocessed.
         activation: optional activation of the logits (`"softmax"` for
             probabilities); `None` returns logits.
         hidden_dim: int, the width of the head's pooler, for heads that
@@ -190,6 +205,7 @@ class TextClassifier(keras.Model):
         **kwargs,
     ):
         self._check_arguments(backbone, num_classes, hidden_dim, dropout)
+        check_sample_preprocessor(type(self).__name__, preprocessor)
         head_width = None
         if self.pooled_activation is not None:
             head_width = hidden_dim or backbone.hidden_dim
@@ -250,6 +266,11 @@ class TextClassifier(keras.Model):
         self._head_plan = head_plan
         if head_plan is not None:
             verify_layouts(self, self.layout_plan, layout_map.device_mesh)
+
+    def _input_names(self):
+        # keras-hub's packed dicts hold `segment_ids` even for backbones
+        # without them (RoBERTa): only the backbone's inputs are fed.
+        return tuple(self.backbone.input)
 
     def _check_arguments(self, backbone, num_classes, hidden_dim, dropout):
         name = type(self).__name__
@@ -452,16 +473,60 @@ class TextClassifier(keras.Model):
         `head_config()`) and `text_classifier.weights.npz` (the head's
         weights by variable path, gathered from their shards).
 
+        With `format="huggingface"`, a `*ForSequenceClassification`
+        checkpoint instead: the backbone's tensors and the head's under
+        Hugging Face's names, `architectures` naming that class, and
+        `id2label`/`label2id` (as imported, else `LABEL_<i>`).
+
         Args:
             preset_dir: the directory.
             **kwargs: forwarded to the backbone's `save_to_preset`.
+
+        Raises:
+            ValueError: `format="huggingface"` for a classifier Hugging
+                Face cannot express (an activation, another head width, a
+                family without a mapped head).
         """
+        if kwargs.get("format") == "huggingface":
+            self._save_huggingface(preset_dir, kwargs)
+            return
         self.backbone.save_to_preset(preset_dir, **kwargs)
         with open(os.path.join(preset_dir, HEAD_WEIGHTS_FILE), "wb") as file:
             np.savez(file, **self.head_weights())
         head = {"class_name": type(self).__name__, "config": self.head_config()}
         with open(os.path.join(preset_dir, HEAD_CONFIG_FILE), "w") as file:
             json.dump(head, file, indent=1)
+
+    def _save_huggingface(self, preset_dir, kwargs):
+        """Writes a `*ForSequenceClassification` checkpoint: the backbone's
+        tensors, the head's, and `id2label` (as imported, else
+        `LABEL_<i>`)."""
+        name = type(self).__name__
+        if self.activation != keras.activations.linear:
+            raise ValueError(
+                f"{name} with activation="
+                f"{keras.activations.serialize(self.activation)!r} cannot be "
+                "saved in Hugging Face format: its classifiers return "
+                "logits. Save it with format='keras'."
+            )
+        if self.hidden_dim not in (None, self.backbone.hidden_dim):
+            raise ValueError(
+                f"{name} with hidden_dim={self.hidden_dim} cannot be saved "
+                "in Hugging Face format: its head's dense layer keeps the "
+                f"backbone's width ({self.backbone.hidden_dim})."
+            )
+        fields = label_fields(
+            self.num_classes, getattr(self, "_huggingface_id2label", None)
+        )
+        export = task_head_export(
+            self.backbone,
+            TEXT_CLASSIFIER,
+            self._head_variables(),
+            fields,
+            name,
+        )
+        with exporting_task_head(export):
+            self.backbone.save_to_preset(preset_dir, **kwargs)
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
@@ -471,7 +536,11 @@ class TextClassifier(keras.Model):
         keras-hub's directory; inside a `ModelParallel` scope, straight
         into its shards). When the directory holds a head saved by
         `save_to_preset` with the same `num_classes` (and head width), its
-        weights are loaded; otherwise the head is fresh. On
+        weights are loaded; otherwise the head is fresh. A Hugging Face
+        `*ForSequenceClassification` checkpoint loads with its head
+        (`num_classes` is its `num_labels`), into shards like the
+        backbone's; a pretraining checkpoint (`*Model`, `*ForMaskedLM`)
+        gives a fresh head; another head type is refused. On
         `TextClassifier` itself, the subclass comes from the backbone.
 
         Args:
@@ -485,11 +554,20 @@ class TextClassifier(keras.Model):
 
         Raises:
             ValueError: no `num_classes` and no stored head.
+            PresetError: a Hugging Face checkpoint whose `num_labels`
+                differs from `num_classes`, of another head type, or whose
+                head tensors do not fit (the message names them).
         """
         head_keys = ("num_classes", "activation", "hidden_dim", "dropout")
         head_kwargs = {k: kwargs.pop(k) for k in head_keys if k in kwargs}
         preprocessor = kwargs.pop("preprocessor", None)
         stored, weights = _read_head(preset)
+        # A Hugging Face `*ForSequenceClassification` checkpoint's head.
+        found = huggingface_task_head(preset, TEXT_CLASSIFIER, cls.__name__)
+        if found is not None and found.head is not None:
+            head_kwargs["num_classes"] = found.num_classes(
+                head_kwargs.get("num_classes"), cls.__name__
+            )
         if "num_classes" not in head_kwargs:
             if stored is None:
                 raise ValueError(
@@ -506,7 +584,16 @@ class TextClassifier(keras.Model):
         classifier = task_cls(
             backbone, preprocessor=preprocessor, **head_kwargs
         )
-        if load_weights and weights is not None:
+        if found is not None and found.head is not None:
+            classifier._huggingface_id2label = found.data.get("id2label")
+            if load_weights:
+                load_head_weights(
+                    classifier._head_variables(),
+                    preset,
+                    found.head,
+                    task_cls.__name__,
+                )
+        elif load_weights and weights is not None:
             mine = classifier.head_weights()
             same = stored["class_name"] == task_cls.__name__ and {
                 path: value.shape for path, value in mine.items()
@@ -533,6 +620,24 @@ class TextClassifier(keras.Model):
             config["backbone"]
         )
         return cls(**config)
+
+
+def check_sample_preprocessor(task_name, preprocessor):
+    """Raises unless `preprocessor` is `None` or callable on raw samples.
+
+    Raises:
+        ValueError: naming the object and what is accepted.
+    """
+    if preprocessor is None or is_sample_preprocessor(preprocessor):
+        return
+    raise ValueError(
+        f"{task_name}'s `preprocessor` must pack text into the backbone's "
+        "inputs when called as `preprocessor(x, y, sample_weight)`: a "
+        "keras_nlp.tokenizers.ClassifierPreprocessor, or keras-hub's "
+        "preprocessor of the task (e.g. keras_hub.models."
+        "BertTextClassifierPreprocessor). Received: "
+        f"{library_of(preprocessor)}."
+    )
 
 
 def _kernel_initializer():

@@ -321,6 +321,20 @@ class Tokenizer:
         return f"{self._where(name)} `{field}`"
 
     @property
+    def post_processor(self):
+        """`tokenizer.json`'s `post_processor` object (a dict: how special
+        tokens frame a text or a pair), or `None` (none, or SentencePiece).
+        """
+        if self._hf is None:
+            return None
+        data = parse_json(self._files[TOKENIZER_JSON], TOKENIZER_JSON)
+        return data.get("post_processor")
+
+    def token_to_id(self, token):
+        """The id of a token of the vocabulary, or `None`."""
+        return self._token_to_id(token)
+
+    @property
     def add_bos(self):
         return self._add_bos
 

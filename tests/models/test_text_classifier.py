@@ -485,3 +485,139 @@ def test_masked_lm_config_round_trip():
         config["backbone"]["config"]["embedding_dim"],
     )
     forget_deferred(restored)
+
+
+# === Text in: keras-hub's preprocessor and ours ===
+
+WORDS = ["the", "quick", "brown", "fox", "a", "cat", "sat", "on", "mat"]
+BERT_VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS]
+TEXT_LENGTH = 8
+# Rows that fit, and rows that each truncation cuts differently.
+FIRSTS = ["the quick brown fox sat on the mat", "a cat", "the fox sat", "mat"]
+SECONDS = ["a cat sat on the mat", "the mat", "on a mat", "the quick fox"]
+
+
+def hub_text_preprocessor(truncate="round_robin"):
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=BERT_VOCABULARY)
+    return keras_hub.models.BertTextClassifierPreprocessor(
+        tokenizer, sequence_length=TEXT_LENGTH, truncate=truncate
+    )
+
+
+def our_text_preprocessor(truncate="round_robin"):
+    """Ours, on BERT's `tokenizer.json` layout for the same vocabulary,
+    written by the `tokenizers` library."""
+    from tokenizers import Tokenizer as HFTokenizer
+    from tokenizers import models
+    from tokenizers import normalizers
+    from tokenizers import pre_tokenizers
+    from tokenizers import processors
+
+    ids = {token: index for index, token in enumerate(BERT_VOCABULARY)}
+    hf = HFTokenizer(models.WordPiece(ids, unk_token="[UNK]"))
+    hf.normalizer = normalizers.BertNormalizer(lowercase=True)
+    hf.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    hf.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", ids["[CLS]"]), ("[SEP]", ids["[SEP]"])],
+    )
+    tokenizer = keras_nlp.tokenizers.Tokenizer(
+        {
+            "tokenizer.json": hf.to_str().encode("utf-8"),
+            "tokenizer_config.json": b'{"pad_token": "[PAD]"}',
+        }
+    )
+    return keras_nlp.tokenizers.ClassifierPreprocessor(
+        tokenizer, sequence_length=TEXT_LENGTH, truncate=truncate
+    )
+
+
+@pytest.mark.parametrize("truncate", ["round_robin", "waterfall"])
+def test_our_packing_equals_keras_hubs(truncate):
+    hub = hub_text_preprocessor(truncate)
+    ours_ = our_text_preprocessor(truncate)
+    for x in (FIRSTS, (FIRSTS, SECONDS)):
+        theirs = hub(x=x)
+        mine = ours_(x)
+        for key in ("token_ids", "segment_ids", "padding_mask"):
+            np.testing.assert_array_equal(
+                mine[key], np.asarray(theirs[key]).astype("int32"), key
+            )
+    # The rows are cut (the first to the 5 tokens a pair leaves room for,
+    # in either mode), so the comparison covers truncation.
+    assert mine["padding_mask"][0].all()
+    kept_first = int((mine["segment_ids"][0] == 0).sum()) - 2
+    assert kept_first == (5 if truncate == "waterfall" else 3)
+
+
+def test_classifier_preprocessor_errors_name_the_bad_value():
+    with pytest.raises(ValueError, match="truncate=.*'longest'"):
+        our_text_preprocessor("longest")
+    with pytest.raises(ValueError, match="same number of texts"):
+        our_text_preprocessor()((["a", "b"], ["a"]))
+    with pytest.raises(ValueError, match="BertTextClassifierPreprocessor"):
+        keras_nlp.models.BertTextClassifier(
+            _bert(), NUM_CLASSES, preprocessor=object()
+        )
+
+
+def test_classifier_fits_and_predicts_text():
+    """keras-hub's preprocessor drives `fit` and `predict` on raw text and
+    pairs; ours gives the logits of the packed ids, from a dataset too."""
+    import tensorflow as tf
+
+    backbone_cls, config = config_of("bert")
+    backbone = backbone_cls.from_config(config)
+    classifier = keras_nlp.models.BertTextClassifier(
+        backbone, NUM_CLASSES, preprocessor=hub_text_preprocessor()
+    )
+    # Eager: a compiled train step costs seconds; the inputs are tested.
+    classifier.compile(run_eagerly=True)
+    labels = np.array([0, 1, 2, 1])
+    before = classifier.evaluate((FIRSTS, SECONDS), labels, verbose=0)
+    history = classifier.fit(FIRSTS, labels, batch_size=4, verbose=0)
+    classifier.fit((FIRSTS, SECONDS), labels, batch_size=4, verbose=0)
+    after = classifier.evaluate((FIRSTS, SECONDS), labels, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert after[0] < before[0]
+
+    packed = {
+        k: np.asarray(v).astype("int32")
+        for k, v in hub_text_preprocessor()(x=(FIRSTS, SECONDS)).items()
+    }
+    expected = classifier.predict(packed, batch_size=4, verbose=0)
+    from_hub = classifier.predict((FIRSTS, SECONDS), batch_size=4, verbose=0)
+    classifier.preprocessor = our_text_preprocessor()
+    from_ours = classifier.predict((FIRSTS, SECONDS), batch_size=4, verbose=0)
+    assert expected.shape == (4, NUM_CLASSES)
+    np.testing.assert_array_equal(from_hub, expected)
+    np.testing.assert_array_equal(from_ours, expected)
+    # A dataset of pairs is read on the host by ours; its elements are
+    # `(x,)`, as `Dataset.map` would spread a bare `(a, b)` into `(x, y)`.
+    pairs = tf.data.Dataset.from_tensor_slices(((FIRSTS, SECONDS),))
+    from_dataset = classifier.predict(pairs.batch(4), verbose=0)
+    np.testing.assert_array_equal(from_dataset, expected)
+    # Labelled pairs, read again every epoch.
+    labelled = tf.data.Dataset.from_tensor_slices(((FIRSTS, SECONDS), labels))
+    history = classifier.fit(labelled.batch(4), epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert len(history.history["loss"]) == 2
+
+
+def test_masked_lm_fits_and_predicts_text_with_keras_hubs_preprocessor():
+    """keras-hub's masked-LM preprocessor picks the positions: `fit` and
+    `predict` take the raw text."""
+    backbone_cls, config = config_of("bert")
+    tokenizer = keras_hub.models.BertTokenizer(vocabulary=BERT_VOCABULARY)
+    preprocessor = keras_hub.models.BertMaskedLMPreprocessor(
+        tokenizer, sequence_length=TEXT_LENGTH, mask_selection_length=2
+    )
+    masked_lm = keras_nlp.models.BertMaskedLM(
+        backbone_cls.from_config(config), preprocessor=preprocessor
+    )
+    masked_lm.compile(run_eagerly=True)
+    history = masked_lm.fit(FIRSTS, batch_size=4, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    logits = masked_lm.predict(FIRSTS, batch_size=4, verbose=0)
+    assert logits.shape == (len(FIRSTS), 2, config["vocabulary_size"])
