@@ -13,11 +13,7 @@ its plan (the tied table included) and the head follows
 `masked_lm_head_rules`; `layout_plan` covers both.
 """
 
-import json
-import os
-
 import keras
-import numpy as np
 from keras import ops
 
 from keras_nlp.distribution.layout_map import active_layout_map
@@ -39,13 +35,16 @@ from keras_nlp.saving.huggingface.export import task_head_export
 from keras_nlp.saving.huggingface.loading import huggingface_task_head
 from keras_nlp.saving.huggingface.loading import load_head_weights
 from keras_nlp.saving.huggingface.task_heads import MASKED_LM
+from keras_nlp.saving.task_head_files import assign_stored_head
+from keras_nlp.saving.task_head_files import read_head
+from keras_nlp.saving.task_head_files import write_head
 
 # The head's dense layer `(hidden, embedding)`: from the encoder's width to
 # the token table's (ALBERT's narrower `embedding_dim`).
 INTERMEDIATE_DIMS = ("hidden", "embedding")
 HEAD_NAME = "mlm_head"
-HEAD_WEIGHTS_FILE = "masked_lm.weights.npz"
-HEAD_CONFIG_FILE = "masked_lm.json"
+# The stem of the head's files in a preset (`masked_lm.json`, ...).
+HEAD_FILES = "masked_lm"
 
 
 def masked_lm_head_rules():
@@ -342,10 +341,7 @@ class MaskedLM(TextInputsMixin, keras.Model):
             v.path: keras.ops.convert_to_numpy(v.value)
             for v in self._head_variables()
         }
-        with open(os.path.join(preset_dir, HEAD_WEIGHTS_FILE), "wb") as file:
-            np.savez(file, **weights)
-        with open(os.path.join(preset_dir, HEAD_CONFIG_FILE), "w") as file:
-            json.dump({"class_name": type(self).__name__}, file)
+        write_head(preset_dir, HEAD_FILES, type(self).__name__, {}, weights)
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
@@ -375,7 +371,7 @@ class MaskedLM(TextInputsMixin, keras.Model):
             preset, load_weights=load_weights, **kwargs
         )
         masked_lm = cls(backbone, preprocessor=preprocessor)
-        path = os.path.join(str(preset), HEAD_WEIGHTS_FILE)
+        stored, weights = read_head(preset, HEAD_FILES)
         if found is not None and found.head is not None:
             if load_weights:
                 load_head_weights(
@@ -384,15 +380,14 @@ class MaskedLM(TextInputsMixin, keras.Model):
                     found.head,
                     cls.__name__,
                 )
-        elif load_weights and os.path.isfile(path):
-            with np.load(path, allow_pickle=False) as data:
-                stored = {key: data[key] for key in data.files}
-            head = masked_lm._head_variables()
-            if {v.path: tuple(v.shape) for v in head} == {
-                key: value.shape for key, value in stored.items()
-            }:
-                for variable in head:
-                    variable.assign(stored[variable.path])
+        elif load_weights and weights is not None:
+            assign_stored_head(
+                masked_lm._head_variables(),
+                stored,
+                weights,
+                cls.__name__,
+                preset,
+            )
         return masked_lm
 
     def get_config(self):

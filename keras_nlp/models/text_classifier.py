@@ -17,11 +17,8 @@ width on the model axis, the few classes whole). The classifier's
 """
 
 import dataclasses
-import json
-import os
 
 import keras
-import numpy as np
 
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
@@ -44,13 +41,16 @@ from keras_nlp.saving.huggingface.loading import huggingface_task_head
 from keras_nlp.saving.huggingface.loading import load_head_weights
 from keras_nlp.saving.huggingface.task_heads import TEXT_CLASSIFIER
 from keras_nlp.saving.huggingface.task_heads import label_fields
+from keras_nlp.saving.task_head_files import assign_stored_head
+from keras_nlp.saving.task_head_files import read_head
+from keras_nlp.saving.task_head_files import write_head
 
 # The logits kernel `(pooled width, classes)`: it reads a pooled vector
 # (the backbone's pooler or the head's own).
 LOGITS_DIMS = ("pooled", "classes")
 # What `save_to_preset` adds to the backbone's preset files.
-HEAD_CONFIG_FILE = "text_classifier.json"
-HEAD_WEIGHTS_FILE = "text_classifier.weights.npz"
+# The stem of the head's files in a preset (`text_classifier.json`, ...).
+HEAD_FILES = "text_classifier"
 # The first token (`[CLS]`, `<s>`) and the last one (XLNet's `<cls>`).
 FIRST_TOKEN = 0
 LAST_TOKEN = -1
@@ -491,11 +491,13 @@ class TextClassifier(TextInputsMixin, keras.Model):
             self._save_huggingface(preset_dir, kwargs)
             return
         self.backbone.save_to_preset(preset_dir, **kwargs)
-        with open(os.path.join(preset_dir, HEAD_WEIGHTS_FILE), "wb") as file:
-            np.savez(file, **self.head_weights())
-        head = {"class_name": type(self).__name__, "config": self.head_config()}
-        with open(os.path.join(preset_dir, HEAD_CONFIG_FILE), "w") as file:
-            json.dump(head, file, indent=1)
+        write_head(
+            preset_dir,
+            HEAD_FILES,
+            type(self).__name__,
+            self.head_config(),
+            self.head_weights(),
+        )
 
     def _save_huggingface(self, preset_dir, kwargs):
         """Writes a `*ForSequenceClassification` checkpoint: the backbone's
@@ -561,7 +563,7 @@ class TextClassifier(TextInputsMixin, keras.Model):
         head_keys = ("num_classes", "activation", "hidden_dim", "dropout")
         head_kwargs = {k: kwargs.pop(k) for k in head_keys if k in kwargs}
         preprocessor = kwargs.pop("preprocessor", None)
-        stored, weights = _read_head(preset)
+        stored, weights = read_head(preset, HEAD_FILES)
         # A Hugging Face `*ForSequenceClassification` checkpoint's head.
         found = huggingface_task_head(preset, TEXT_CLASSIFIER, cls.__name__)
         if found is not None and found.head is not None:
@@ -594,13 +596,13 @@ class TextClassifier(TextInputsMixin, keras.Model):
                     task_cls.__name__,
                 )
         elif load_weights and weights is not None:
-            mine = classifier.head_weights()
-            same = stored["class_name"] == task_cls.__name__ and {
-                path: value.shape for path, value in mine.items()
-            } == {path: value.shape for path, value in weights.items()}
-            if same:
-                for variable in classifier._head_variables():
-                    variable.assign(weights[variable.path])
+            assign_stored_head(
+                classifier._head_variables(),
+                stored,
+                weights,
+                task_cls.__name__,
+                preset,
+            )
         return classifier
 
     # === Config ===
@@ -675,21 +677,3 @@ def combined_plan(task, head_plan):
         backbone=type(task).__name__,
         weights=backbone_plan.weights + head_plan.weights,
     )
-
-
-def _read_head(preset):
-    """`(head json, {path: array})` stored in a preset directory, or
-    `(None, None)`."""
-    if not isinstance(preset, (str, os.PathLike)) or not os.path.isdir(preset):
-        return None, None
-    config_path = os.path.join(preset, HEAD_CONFIG_FILE)
-    weights_path = os.path.join(preset, HEAD_WEIGHTS_FILE)
-    if not os.path.isfile(config_path):
-        return None, None
-    with open(config_path) as file:
-        stored = json.load(file)
-    weights = None
-    if os.path.isfile(weights_path):
-        with np.load(weights_path, allow_pickle=False) as data:
-            weights = {key: data[key] for key in data.files}
-    return stored, weights
