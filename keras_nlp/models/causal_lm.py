@@ -32,9 +32,9 @@ from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.causal_lm_generation import GenerationMixin
+from keras_nlp.models.task_checks import check_backbone
 from keras_nlp.models.task_preprocessing import TextInputsMixin
 from keras_nlp.models.task_preprocessing import is_packing_preprocessor
-from keras_nlp.models.task_preprocessing import library_of
 from keras_nlp.models.task_preprocessing import tokenizer_of
 from keras_nlp.models.task_training import NextTokenTraining
 
@@ -148,10 +148,7 @@ class CausalLM(
             )
         tokenizer_of(preprocessor, type(self).__name__)
         expected = self.backbone_cls or Backbone
-        if not isinstance(backbone, expected):
-            raise ValueError(
-                wrong_backbone_message(type(self).__name__, expected, backbone)
-            )
+        check_backbone(type(self).__name__, expected, backbone)
         if getattr(backbone, "decoder_stack", None) is None:
             raise ValueError(
                 f"{type(backbone).__name__} is not a decoder backbone (it "
@@ -544,22 +541,6 @@ class CausalLM(
         self.backbone.save_to_preset(preset_dir, **kwargs)
         if self.tokenizer is not None:
             self.tokenizer.save_to_preset(preset_dir)
-
-
-def wrong_backbone_message(task_name, expected, backbone):
-    """The error for a backbone of another class or library."""
-    message = (
-        f"{task_name} takes a keras_nlp.models.{expected.__name__}. "
-        f"Received: {library_of(backbone)}."
-    )
-    if type(backbone).__module__.startswith("keras_hub"):
-        message += (
-            " Build ours from the same weights: "
-            f"keras_nlp.models.{expected.__name__}.from_preset(...) reads "
-            "keras-hub preset directories (`backbone.save_to_preset(dir)` "
-            "writes one)."
-        )
-    return message
 
 
 class PreprocessorFirstCausalLM(CausalLM):

@@ -26,6 +26,7 @@ from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import serialize_backbone
+from keras_nlp.models.task_checks import check_backbone
 from keras_nlp.models.task_preprocessing import TextInputsMixin
 from keras_nlp.models.text_classifier import check_sample_preprocessor
 from keras_nlp.models.text_classifier import combined_plan
@@ -179,13 +180,7 @@ class MaskedLM(TextInputsMixin, keras.Model):
                 "MaskedLM is the base class: build a family's masked LM, "
                 "e.g. keras_nlp.models.BertMaskedLM."
             )
-        if not isinstance(backbone, self.backbone_cls):
-            raise ValueError(
-                f"{name} takes a keras_nlp.models."
-                f"{self.backbone_cls.__name__}. Received: a "
-                f"{type(backbone).__name__} from "
-                f"{type(backbone).__module__.split('.')[0]}."
-            )
+        check_backbone(name, self.backbone_cls, backbone)
         check_sample_preprocessor(name, preprocessor)
         layout_map = active_layout_map()
         head_plan = None

@@ -39,11 +39,11 @@ from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.causal_lm import RESIDUAL_STREAM
-from keras_nlp.models.causal_lm import wrong_backbone_message
 from keras_nlp.models.causal_lm_prompts import check_token_ids
 from keras_nlp.models.compiled_loop import compile_loop
 from keras_nlp.models.sampling import get_sampler
 from keras_nlp.models.sampling import next_tokens
+from keras_nlp.models.task_checks import check_backbone
 from keras_nlp.models.task_training import NextTokenTraining
 
 INPUT_NAMES = (
@@ -142,12 +142,7 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
                 "BartSeq2SeqLM or T5Seq2SeqLM. Received a "
                 f"{type(backbone).__name__}."
             )
-        if not isinstance(backbone, self.backbone_cls):
-            raise ValueError(
-                wrong_backbone_message(
-                    type(self).__name__, self.backbone_cls, backbone
-                )
-            )
+        check_backbone(type(self).__name__, self.backbone_cls, backbone)
         super().__init__(**kwargs)
         self.backbone = backbone
         self.preprocessor = preprocessor

@@ -28,18 +28,10 @@ that apply its preprocessor to raw samples, as keras-hub's tasks do.
 import keras
 import numpy as np
 
+from keras_nlp.models.task_checks import library_of
+
 # What a packing preprocessor has; `tokenizer` names its special tokens.
 PACKING_METHODS = ("generate_preprocess", "generate_postprocess", "tokenizer")
-
-
-def library_of(obj):
-    """`"keras_hub.models.LlamaBackbone"`-like name of an object's class,
-    with the library it comes from, for errors about wrong objects."""
-    cls = type(obj)
-    library = cls.__module__.split(".")[0]
-    if library in ("keras_hub", "keras_nlp"):
-        return f"{library}.models.{cls.__name__}"
-    return f"{cls.__module__}.{cls.__name__}"
 
 
 def is_packing_preprocessor(preprocessor):

@@ -32,9 +32,10 @@ from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import serialize_backbone
 from keras_nlp.models.families.bert import POOLED_DIMS
+from keras_nlp.models.task_checks import check_backbone
+from keras_nlp.models.task_checks import library_of
 from keras_nlp.models.task_preprocessing import TextInputsMixin
 from keras_nlp.models.task_preprocessing import is_sample_preprocessor
-from keras_nlp.models.task_preprocessing import library_of
 from keras_nlp.saving.huggingface.export import exporting_task_head
 from keras_nlp.saving.huggingface.export import task_head_export
 from keras_nlp.saving.huggingface.loading import huggingface_task_head
@@ -99,10 +100,6 @@ def text_classifier_class(backbone_cls):
         + ", ".join(sorted(k.__name__ for k in _TEXT_CLASSIFIERS))
         + "."
     )
-
-
-def _library_of(obj):
-    return type(obj).__module__.split(".")[0]
 
 
 class TextClassifier(TextInputsMixin, keras.Model):
@@ -280,16 +277,7 @@ class TextClassifier(TextInputsMixin, keras.Model):
                 "classifier, e.g. keras_nlp.models.BertTextClassifier, or "
                 "TextClassifier.from_preset(dir, num_classes=...)."
             )
-        if not isinstance(backbone, self.backbone_cls):
-            raise ValueError(
-                f"{name} takes a keras_nlp.models."
-                f"{self.backbone_cls.__name__}. Received: a "
-                f"{type(backbone).__name__} from {_library_of(backbone)}"
-                f" ({type(backbone).__module__}). A keras-hub backbone "
-                "loads here through its preset directory: "
-                f"keras_nlp.models.{self.backbone_cls.__name__}"
-                ".from_preset(dir)."
-            )
+        check_backbone(name, self.backbone_cls, backbone)
         for label, value in (
             ("num_classes", num_classes),
             ("hidden_dim", hidden_dim),

@@ -323,12 +323,12 @@ def _bert():
                 ),
                 2,
             ),
-            "a BertBackbone from keras_hub",
+            "Received: keras_hub.models.BertBackbone. Build ours from the same",
         ),
         (
             lambda: keras_nlp.models.RobertaTextClassifier(_bert(), 2),
-            "takes a keras_nlp.models.RobertaBackbone. Received: a "
-            "BertBackbone from keras_nlp",
+            "takes a keras_nlp.models.RobertaBackbone. Received: "
+            "keras_nlp.models.BertBackbone.",
         ),
         (
             lambda: keras_nlp.models.BertTextClassifier(_bert(), 0),
