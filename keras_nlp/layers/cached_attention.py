@@ -192,6 +192,10 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             values are projected from these instead of `inputs`
             (cross-attention over an encoder's outputs). Not with a
             `cache` or a rotary embedding.
+        key_value_cache: optional `(batch, 2, key_len, num_key_value_heads,
+            head_dim)`, the keys and values `key_value_cache()` computed
+            from an encoder's outputs, read as they are (cross-attention
+            while decoding step by step). Instead of `key_value_inputs`.
         cache: optional `(batch, 2, max_len, num_key_value_heads, head_dim)`
             keys and values of earlier steps. When given, the call returns
             `(outputs, updated_cache)` and `key_len` is `max_len`.
@@ -403,6 +407,23 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         the key/value cache follows: the key projection's."""
         return self.key_dense, "k", "h"
 
+    def key_value_cache(self, key_value_inputs):
+        """The keys and values of `key_value_inputs` (cross-attention), for
+        `call(..., key_value_cache=...)`: computed once per source, then
+        read by every decoding step.
+
+        Args:
+            key_value_inputs: `(batch, source_len, hidden)`.
+
+        Returns:
+            `(batch, 2, source_len, kv_heads, head_dim)`.
+        """
+        key = self.key_dense(key_value_inputs)
+        if self.use_query_key_norm:
+            key = self.key_norm(key)
+        value = self.value_dense(key_value_inputs)
+        return ops.stack((key, value), axis=1)
+
     def _position_mask_and_bias(self, query_length, key_length, start_index):
         """Sliding-window mask `(1, q, k)` and ALiBi bias `(1, N, q, k)`."""
         if self.sliding_window_size is None and not self.use_alibi:
@@ -443,14 +464,14 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         training=None,
         key_value_inputs=None,
         positions=None,
+        key_value_cache=None,
     ):
-        if key_value_inputs is not None and (
-            cache is not None or self.rotary_embedding is not None
-        ):
+        cross = key_value_inputs is not None or key_value_cache is not None
+        if cross and (cache is not None or self.rotary_embedding is not None):
             raise ValueError(
-                "`key_value_inputs` (cross-attention) takes no `cache` and "
-                "no rotary embedding: keys would sit at other positions "
-                "than queries."
+                "`key_value_inputs` and `key_value_cache` (cross-attention) "
+                "take no `cache` and no rotary embedding: keys would sit "
+                "at other positions than queries."
             )
         if cache is None and cache_update_index is not None:
             raise ValueError(
@@ -460,7 +481,11 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             )
         start_index = 0 if cache_update_index is None else cache_update_index
 
-        if key_value_inputs is None:
+        if key_value_cache is not None:
+            # Keys and values of `key_value_cache()`, normalized already.
+            query = self.query_dense(inputs)
+            key, value = key_value_cache[:, 0], key_value_cache[:, 1]
+        elif key_value_inputs is None:
             # Self-attention: one matmul for q, k and v where sharded.
             query, key, value = project_together(
                 inputs, [self.query_dense, self.key_dense, self.value_dense]
@@ -471,7 +496,8 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             value = self.value_dense(key_value_inputs)
         if self.use_query_key_norm:
             query = self.query_norm(query)
-            key = self.key_norm(key)
+            if key_value_cache is None:
+                key = self.key_norm(key)
         if self.rotary_embedding is not None:
             query = self.rotary_embedding(
                 query, start_index=start_index, positions=positions

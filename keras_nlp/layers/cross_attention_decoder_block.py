@@ -8,7 +8,6 @@ from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.common import check_rates
 from keras_nlp.layers.common import feedforward_denses
 from keras_nlp.layers.dense import fresh_initializer
-from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.transformer_encoder import encoder_attention_mask
 
 # keras-hub's `TransformerDecoder` names, which are the checkpoints' paths.
@@ -197,28 +196,7 @@ class CrossAttentionDecoderBlock(keras.layers.Layer):
         Returns:
             `(batch, 2, source_len, heads, head_dim)`.
         """
-        key = self.cross_attention.key_dense(encoder_sequence)
-        value = self.cross_attention.value_dense(encoder_sequence)
-        return ops.stack((key, value), axis=1)
-
-    def _cross_attend_cached(self, x, cache, mask, training):
-        """The cross-attention over precomputed keys and values, the same
-        computation as the layer's own with `key_value_inputs`."""
-        attention = self.cross_attention
-        head_dim = attention.cache_shape(1, 1)[-1]
-        query = attention.query_dense(x)
-        query = query * ops.cast(head_dim**-0.5, query.dtype)
-        outputs = grouped_query_attention(
-            query,
-            cache[:, 0],
-            cache[:, 1],
-            mask,
-            probabilities_dropout=(
-                attention.probabilities_dropout if self.dropout > 0 else None
-            ),
-            training=training,
-        )
-        return attention.output_dense(outputs)
+        return self.cross_attention.key_value_cache(encoder_sequence)
 
     def call(
         self,
@@ -272,8 +250,11 @@ class CrossAttentionDecoderBlock(keras.layers.Layer):
 
         def cross_attend(y):
             if cross_attention_cache is not None:
-                return self._cross_attend_cached(
-                    y, cross_attention_cache, cross_mask, training
+                return self.cross_attention(
+                    y,
+                    attention_mask=cross_mask,
+                    key_value_cache=cross_attention_cache,
+                    training=training,
                 )
             return self.cross_attention(
                 y,
