@@ -37,6 +37,7 @@ from keras_nlp.models.family_masked_lms import RobertaMaskedLM
 from keras_nlp.models.family_masked_lms import XLMRobertaMaskedLM
 from keras_nlp.models.family_seq2seq_lms import BartSeq2SeqLM
 from keras_nlp.models.family_seq2seq_lms import T5Seq2SeqLM
+from keras_nlp.models.family_seq2seq_lms import WhisperAudioToText
 from keras_nlp.models.family_text_classifiers import AlbertClassifier
 from keras_nlp.models.family_text_classifiers import AlbertTextClassifier
 from keras_nlp.models.family_text_classifiers import BertClassifier
@@ -132,6 +133,7 @@ __all__ = [
     "Seq2SeqLM",
     "T5Backbone",
     "T5Seq2SeqLM",
+    "WhisperAudioToText",
     "WhisperBackbone",
     "XLMRobertaBackbone",
     "XLNetBackbone",

@@ -17,8 +17,6 @@ cache gets its planned layout (`LayoutPlan.kv_caches`, see
 the loop returns.
 """
 
-import os
-
 import keras
 from keras import ops
 
@@ -33,8 +31,11 @@ from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.causal_lm_generation import GenerationMixin
 from keras_nlp.models.task_checks import check_backbone
+from keras_nlp.models.task_preprocessing import PreprocessorAttribute
 from keras_nlp.models.task_preprocessing import TextInputsMixin
 from keras_nlp.models.task_preprocessing import is_packing_preprocessor
+from keras_nlp.models.task_preprocessing import preset_tokenizer
+from keras_nlp.models.task_preprocessing import save_task_preset
 from keras_nlp.models.task_preprocessing import tokenizer_of
 from keras_nlp.models.task_training import NextTokenTraining
 
@@ -62,6 +63,7 @@ def causal_lm_class(backbone_cls):
 
 
 class CausalLM(
+    PreprocessorAttribute,
     TextInputsMixin,
     GenerationMixin,
     NextTokenTraining,
@@ -164,33 +166,6 @@ class CausalLM(
             self.tokenizer = tokenizer
         if compile:
             self.compile()
-
-    def __setattr__(self, name, value):
-        # A preprocessor is host-side code, not part of the model: set
-        # untracked, so Keras neither lists it as a layer nor saves it.
-        if name == "preprocessor":
-            object.__setattr__(self, name, value)
-            return
-        super().__setattr__(name, value)
-
-    @property
-    def preprocessor(self):
-        """What turns text into token ids and back, or `None`.
-
-        Ours (a `Tokenizer` or `TextPreprocessor`), or a packing
-        preprocessor such as keras-hub's `XCausalLMPreprocessor`, which
-        `generate` and `fit` then use for text as keras-hub does. Setting
-        it sets `tokenizer` too (`None` for a packing preprocessor, which
-        tokenizes itself); `causal_lm.preprocessor = None` leaves a model
-        of token ids only.
-        """
-        return self.__dict__.get("_preprocessor")
-
-    @preprocessor.setter
-    def preprocessor(self, value):
-        tokenizer = tokenizer_of(value, type(self).__name__)
-        self.__dict__["_preprocessor"] = value
-        self.tokenizer = tokenizer
 
     # === Forward pass ===
 
@@ -505,17 +480,12 @@ class CausalLM(
             load_weights: bool.
             **kwargs: forwarded to the backbone's `from_preset`.
         """
-        from keras_nlp.tokenizers import find_tokenizer
-
         backbone_cls = cls.backbone_cls or Backbone
         backbone = backbone_cls.from_preset(
             preset, load_weights=load_weights, **kwargs
         )
         task_cls = cls if cls.backbone_cls else causal_lm_class(type(backbone))
-        tokenizer = None
-        if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
-            tokenizer = find_tokenizer(preset)
-        return task_cls(backbone=backbone, tokenizer=tokenizer)
+        return task_cls(backbone=backbone, tokenizer=preset_tokenizer(preset))
 
     def save_to_preset(self, preset_dir, **kwargs):
         """Saves the backbone (see `Backbone.save_to_preset`) and tokenizer.
@@ -528,19 +498,7 @@ class CausalLM(
             **kwargs: forwarded to the backbone's `save_to_preset`
                 (`format=`, `max_shard_size=`).
         """
-        if self.tokenizer is not None and kwargs.get("format") == "huggingface":
-            eos = list(self.tokenizer.eos_token_ids)
-            kwargs.setdefault(
-                "token_ids",
-                {
-                    "bos_token_id": self.tokenizer.bos_token_id,
-                    "eos_token_id": eos[0] if len(eos) == 1 else eos or None,
-                    "pad_token_id": self.tokenizer.pad_token_id,
-                },
-            )
-        self.backbone.save_to_preset(preset_dir, **kwargs)
-        if self.tokenizer is not None:
-            self.tokenizer.save_to_preset(preset_dir)
+        save_task_preset(self, preset_dir, **kwargs)
 
 
 class PreprocessorFirstCausalLM(CausalLM):

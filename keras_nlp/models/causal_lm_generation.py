@@ -11,8 +11,9 @@ the loop is made of the model's own overridable steps: `_prefill`,
 (PaliGemma's) changes generation by overriding those methods, and
 `generate`, `generate_traces` and the compiled loops stay on the model,
 as users and keras-hub expect, with no second object holding the model.
-The mixin expects the model's `backbone`, `tokenizer`, `variables`,
-`init_cache` and `_cache_plans`.
+The mixin expects the model's `backbone`, `tokenizer`, `_packer()` (its
+keras-hub preprocessor, if any), `variables`, `init_cache` and
+`_cache_plans`.
 """
 
 import dataclasses
@@ -466,11 +467,6 @@ class GenerationMixin:
                 lambda position: f"`stop_token_ids`, position {position}",
             )
         )
-
-    def _packer(self):
-        """The model's packing preprocessor (keras-hub's kind), if any."""
-        preprocessor = getattr(self, "preprocessor", None)
-        return preprocessor if is_packing_preprocessor(preprocessor) else None
 
     def _pad_id(self):
         if is_packing_preprocessor(self._packer()):

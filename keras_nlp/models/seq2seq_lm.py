@@ -8,7 +8,8 @@ and then decodes one token per step in one compiled loop over
 preallocated self-attention caches.
 
 The backbone supplies the family's pieces: `encode(token_ids,
-padding_mask)`, `decode_with_cache(...)` and its
+padding_mask)` (or of the family's encoder inputs, `encoder_input_names`,
+as the task's `_encode` passes them), `decode_with_cache(...)` and its
 `decoder_transformer_layers`, whose blocks compute
 `cross_attention_cache(encoder_output)` and whose `self_attention` and
 `cross_attention` layers tell their cache's shape (`cache_shape`) and
@@ -44,14 +45,23 @@ from keras_nlp.models.compiled_loop import compile_loop
 from keras_nlp.models.sampling import get_sampler
 from keras_nlp.models.sampling import next_tokens
 from keras_nlp.models.task_checks import check_backbone
+from keras_nlp.models.task_preprocessing import PreprocessorAttribute
+from keras_nlp.models.task_preprocessing import TextInputsMixin
+from keras_nlp.models.task_preprocessing import end_token_ids
+from keras_nlp.models.task_preprocessing import is_text
+from keras_nlp.models.task_preprocessing import is_text_columns
+from keras_nlp.models.task_preprocessing import pad_token_id
+from keras_nlp.models.task_preprocessing import preprocess_samples
+from keras_nlp.models.task_preprocessing import preset_token_id
+from keras_nlp.models.task_preprocessing import preset_tokenizer
+from keras_nlp.models.task_preprocessing import save_task_preset
+from keras_nlp.models.task_preprocessing import texts_of
+from keras_nlp.models.task_preprocessing import tokenizer_of
 from keras_nlp.models.task_training import NextTokenTraining
 
-INPUT_NAMES = (
-    "encoder_token_ids",
-    "encoder_padding_mask",
-    "decoder_token_ids",
-    "decoder_padding_mask",
-)
+# The decoder width `generate` fills for text prompts by default (less
+# where the backbone learned fewer positions).
+DEFAULT_TEXT_LENGTH = 128
 # How many compiled loops a model keeps (greedy and a sampler, say).
 _MAX_COMPILED_LOOPS = 8
 
@@ -83,7 +93,13 @@ def describe_attention_cache(attention):
     )
 
 
-class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
+class Seq2SeqLM(
+    PreprocessorAttribute,
+    TextInputsMixin,
+    NextTokenTraining,
+    BackboneTaskConfig,
+    keras.Model,
+):
     """An encoder-decoder backbone and its head: the decoder's logits.
 
     Calling the model on `{"encoder_token_ids", "encoder_padding_mask",
@@ -96,14 +112,29 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
       accuracy.
     - `generate` continues right-padded decoder prompts (token ids, as
       keras-hub's `generate` takes them without a preprocessor), greedy
-      or sampled, in one compiled loop.
+      or sampled, in one compiled loop; or takes text (a str or a list)
+      when the model has a tokenizer or a packing preprocessor, and
+      returns text.
+    - `fit`, `evaluate` and `predict` also take raw text columns
+      (`{"encoder_text": [...], "decoder_text": [...]}`) when the model
+      has a packing preprocessor, which packs them as in keras-hub.
+    - `from_preset` and `save_to_preset` read and write preset
+      directories (ours, keras-hub's, Hugging Face checkpoints), with
+      the tokenizer files when there are some.
 
     Args:
         backbone: the family's encoder-decoder backbone.
-        preprocessor: optional `Tokenizer` (or an object with a
-            `tokenizer`), whose end-of-sequence ids are `generate`'s stop
-            ids by default and whose pad id fills finished rows. Text is
-            not taken: inputs are token ids.
+        preprocessor: optional, for text in and out: our `Tokenizer`
+            (or a `TextPreprocessor` holding one), whose end-of-sequence
+            ids are `generate`'s stop ids by default and whose pad id
+            fills finished rows; or a preprocessor that packs text itself
+            (keras-hub's `BartSeq2SeqLMPreprocessor`, recognised by its
+            `generate_preprocess` and `generate_postprocess`).
+        tokenizer: optional `Tokenizer`, the same (keyword only; give one
+            of the two).
+        decoder_start_token_id: optional int (keyword only), the token
+            text generation starts the decoder with; by default the
+            family's (`decoder_start_token`).
         compile: bool (keyword only), `compile()` with its defaults at
             construction, as keras-hub's tasks do.
         **kwargs: forwarded to `keras.Model` (`name`, ...).
@@ -133,8 +164,25 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
 
     # The backbone class a subclass serves; `None` on `Seq2SeqLM` itself.
     backbone_cls = None
+    # What the encoder reads, as `generate` takes it (`_encoder_arrays`,
+    # `_encode`): Whisper's is audio features.
+    encoder_input_names = ("encoder_token_ids", "encoder_padding_mask")
 
-    def __init__(self, backbone, preprocessor=None, *, compile=True, **kwargs):
+    def __init__(
+        self,
+        backbone,
+        preprocessor=None,
+        *,
+        tokenizer=None,
+        decoder_start_token_id=None,
+        compile=True,
+        **kwargs,
+    ):
+        if preprocessor is not None and tokenizer is not None:
+            raise ValueError(
+                "Pass a `preprocessor` or a `tokenizer`, not both."
+            )
+        tokenizer_of(preprocessor, type(self).__name__)
         if self.backbone_cls is None:
             # The head differs by family (T5's tied one is scaled).
             raise ValueError(
@@ -145,8 +193,11 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
         check_backbone(type(self).__name__, self.backbone_cls, backbone)
         super().__init__(**kwargs)
         self.backbone = backbone
-        self.preprocessor = preprocessor
-        self.tokenizer = getattr(preprocessor, "tokenizer", preprocessor)
+        if preprocessor is not None:
+            self.preprocessor = preprocessor
+        else:
+            self.tokenizer = tokenizer
+        self._decoder_start_token_id = decoder_start_token_id
         self.sampler = get_sampler("greedy")
         self._reset_generate_functions()
         # How many times the generation loop was traced: once per new
@@ -252,7 +303,8 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
             cross_attention_caches: one per block, from
                 `cross_attention_caches`.
             cache_update_index: int or scalar tensor.
-            encoder_padding_mask: `(batch, source_len)`.
+            encoder_padding_mask: `(batch, source_len)`, or `None` where
+                every encoder position is real (Whisper's frames).
 
         Returns:
             `(logits, hidden_states, self_attention_caches)`.
@@ -290,6 +342,170 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
                 caches.append(cache)
         return caches
 
+    # === Text and presets ===
+
+    # Which token starts the decoder for text prompts: the tokenizer's
+    # `"pad"` id (T5's) or its first `"eos"` id (BART's `</s>`).
+    decoder_start_token = "pad"
+
+    @property
+    def decoder_start_token_id(self):
+        """The id text generation starts the decoder with: the one given
+        (or a Hugging Face preset's `decoder_start_token_id`), else the
+        family's `decoder_start_token` of the tokenizer (or of a packing
+        preprocessor's, which packs its own start tokens); `None` for a
+        model of token ids only."""
+        if self._decoder_start_token_id is not None:
+            return int(self._decoder_start_token_id)
+        packer = self._packer()
+        if self.tokenizer is None and packer is None:
+            return None
+        if self.decoder_start_token == "eos":
+            if packer is not None:
+                return end_token_ids(packer)[0]
+            if self.tokenizer.eos_token_ids:
+                return int(self.tokenizer.eos_token_ids[0])
+        return self._pad_id()
+
+    def get_config(self):
+        config = super().get_config()
+        config["decoder_start_token_id"] = self._decoder_start_token_id
+        return config
+
+    def _generate_text(self, inputs, max_length, **settings):
+        """`generate` on text: a str (a str back) or a list of str, or a
+        packing preprocessor's `{"encoder_text", "decoder_text"}`."""
+        single = isinstance(inputs, str) or (
+            isinstance(inputs, dict)
+            and all(isinstance(value, str) for value in inputs.values())
+        )
+        packer = self._packer()
+        if packer is not None:
+            # keras-hub's way: its preprocessor packs the prompts (its
+            # own start tokens) and writes the text back.
+            if isinstance(inputs, dict):
+                texts = {
+                    key: [value] if single else list(value)
+                    for key, value in inputs.items()
+                }
+            else:
+                texts = [inputs] if single else list(inputs)
+            packed = packer.generate_preprocess(
+                texts, sequence_length=max_length
+            )
+            arrays = {
+                key: np.asarray(value).astype("int32")
+                for key, value in packed.items()
+            }
+            outputs = self.generate(arrays, **settings)
+            return texts_of(packer.generate_postprocess(outputs), single)
+        if self.tokenizer is None or isinstance(inputs, dict):
+            raise ValueError(
+                f"{type(self).__name__}.generate takes text with a "
+                "tokenizer (a list of str or a str), or with a packing "
+                "preprocessor; this model has "
+                f"{'neither' if self.tokenizer is None else 'a tokenizer'}."
+                " Pass token ids, or give the model a `preprocessor`."
+            )
+        encoded = self.tokenizer.encode([inputs] if single else list(inputs))
+        width = max(len(ids) for ids in encoded)
+        pad_id = self._pad_id()
+        encoder_ids = np.full((len(encoded), width), pad_id, "int32")
+        encoder_mask = np.zeros((len(encoded), width), "int32")
+        for row, ids in enumerate(encoded):
+            encoder_ids[row, : len(ids)] = ids
+            encoder_mask[row, : len(ids)] = 1
+        if max_length is None:
+            limit = getattr(self.backbone, "max_sequence_length", None)
+            max_length = DEFAULT_TEXT_LENGTH
+            if isinstance(limit, int):
+                max_length = min(limit, max_length)
+        decoder_ids = np.full((len(encoded), 1), self.decoder_start_token_id)
+        outputs = self.generate(
+            {
+                "encoder_token_ids": encoder_ids,
+                "encoder_padding_mask": encoder_mask,
+                "decoder_token_ids": decoder_ids.astype("int32"),
+                "decoder_padding_mask": np.ones_like(decoder_ids, "int32"),
+            },
+            max_length,
+            **settings,
+        )
+        rows = [
+            ids[mask]
+            for ids, mask in zip(
+                outputs["decoder_token_ids"],
+                outputs["decoder_padding_mask"],
+                strict=True,
+            )
+        ]
+        texts = self.tokenizer.decode(rows)
+        return texts[0] if single else texts
+
+    def _sample_preprocessor(self):
+        # Raw text columns are packed only by a packing preprocessor.
+        return self._packer()
+
+    def _input_names(self):
+        return (*self.encoder_input_names, *self.target_inputs)
+
+    def _preprocessed(self, x, y, sample_weight):
+        packer = self._packer()
+        if packer is not None and is_text_columns(x):
+            return preprocess_samples(
+                packer, x, y, sample_weight, self._input_names()
+            )
+        return super()._preprocessed(x, y, sample_weight)
+
+    @classmethod
+    def from_preset(cls, preset, load_weights=True, **kwargs):
+        """Builds the task from a preset directory or built-in preset.
+
+        The backbone is built as `Backbone.from_preset` builds it (ours,
+        keras-hub's or a Hugging Face directory; inside a `ModelParallel`
+        scope, straight into its shards), with the tokenizer found in the
+        directory (`keras_nlp.tokenizers.find_tokenizer`) and a Hugging
+        Face preset's `decoder_start_token_id`.
+
+        Args:
+            preset: a preset directory, or a built-in preset name (configs
+                only: with `load_weights=False`).
+            load_weights: bool.
+            **kwargs: `preprocessor` (used instead of the directory's
+                tokenizer: keras-hub's `BartSeq2SeqLMPreprocessor` for a
+                keras-hub preset, whose byte-pair tokenizer files are not
+                read here), and the backbone's `from_preset` arguments.
+        """
+        preprocessor = kwargs.pop("preprocessor", None)
+        if cls.backbone_cls is None:
+            raise ValueError(
+                "Seq2SeqLM is the base class: call from_preset on the "
+                "family's subclass, BartSeq2SeqLM or T5Seq2SeqLM."
+            )
+        backbone = cls.backbone_cls.from_preset(
+            preset, load_weights=load_weights, **kwargs
+        )
+        if preprocessor is None:
+            preprocessor = preset_tokenizer(preset)
+        return cls(
+            backbone,
+            preprocessor,
+            decoder_start_token_id=preset_token_id(
+                preset, "decoder_start_token_id"
+            ),
+        )
+
+    def save_to_preset(self, preset_dir, **kwargs):
+        """Saves the backbone (see `Backbone.save_to_preset`) and the
+        tokenizer's files.
+
+        Args:
+            preset_dir: the directory.
+            **kwargs: forwarded to the backbone's `save_to_preset`
+                (`format=`, `max_shard_size=`).
+        """
+        save_task_preset(self, preset_dir, **kwargs)
+
     # === Generation ===
 
     def generate(
@@ -313,9 +529,12 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
         and shapes, `generate_traces`) decodes one slot per step.
 
         Args:
-            inputs: dict of `encoder_token_ids`, `encoder_padding_mask`
-                (default: all real), `decoder_token_ids` and
-                `decoder_padding_mask` (default: all real).
+            inputs: dict of the encoder's inputs (`encoder_input_names`:
+                `encoder_token_ids` and `encoder_padding_mask`, default all
+                real; Whisper's `encoder_features`), `decoder_token_ids` and
+                `decoder_padding_mask` (default: all real). Or text (a
+                str or a list of str) when the model has a tokenizer or a
+                packing preprocessor: see `_generate_text`.
             max_length: int, the decoder width to fill; defaults to the
                 width of `decoder_token_ids` (padded on the right with
                 the pad id when larger).
@@ -329,8 +548,17 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
         Returns:
             dict of NumPy `decoder_token_ids` `(batch, width)` and bool
             `decoder_padding_mask`: true up to each row's stop token (or
-            everywhere), as keras-hub returns them.
+            everywhere), as keras-hub returns them. For text, the
+            generated text: a str for a str, else a list.
         """
+        if is_text(inputs) or is_text_columns(inputs):
+            return self._generate_text(
+                inputs,
+                max_length,
+                sampler=sampler,
+                stop_token_ids=stop_token_ids,
+                seed=seed,
+            )
         arrays = self._generation_arrays(inputs, max_length)
         sampler = get_sampler(self.sampler if sampler is None else sampler)
         if seed is not None:
@@ -350,12 +578,15 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
             }
         function = self._generate_function(sampler, stop_ids, pad_id)
         caches = self.init_cache(batch_size, width)
-        placed = [shard_batch(arrays[name]) for name in INPUT_NAMES]
+        encoder_inputs = {
+            name: shard_batch(arrays[name]) for name in self.encoder_input_names
+        }
         tokens, out_mask, caches = function(
-            *placed[:3],
+            encoder_inputs,
+            shard_batch(tokens),
             caches,
             np.asarray(seed, "int32"),
-            placed[3],
+            shard_batch(arrays["decoder_padding_mask"]),
             np.asarray(start, "int32"),
         )
         plans = self._cache_plans()
@@ -373,38 +604,17 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
         }
 
     def _generation_arrays(self, inputs, max_length):
-        """`generate`'s inputs as int32 NumPy arrays, checked."""
-        if not isinstance(inputs, dict) or not {
-            "encoder_token_ids",
-            "decoder_token_ids",
-        } <= set(inputs):
+        """`generate`'s inputs as NumPy arrays, checked."""
+        required = {self.encoder_input_names[0], "decoder_token_ids"}
+        if not isinstance(inputs, dict) or not required <= set(inputs):
             raise ValueError(
                 f"{type(self).__name__}.generate takes a dict with "
-                "`encoder_token_ids` and `decoder_token_ids` (and their "
-                "padding masks). Received: "
+                f"`{self.encoder_input_names[0]}` and `decoder_token_ids` "
+                "(and their padding masks). Received: "
                 f"{sorted(inputs) if isinstance(inputs, dict) else inputs!r}."
             )
-        arrays = {}
-        vocabulary = self.backbone.token_embedding.input_dim
-        for side in ("encoder", "decoder"):
-            ids = np.asarray(inputs[f"{side}_token_ids"])
-            if ids.ndim != 2:
-                raise ValueError(
-                    f"`{side}_token_ids` must be `(batch, length)`. "
-                    f"Received shape: {ids.shape}."
-                )
-            check_token_ids(
-                ids,
-                vocabulary,
-                lambda position, side=side, ids=ids: (
-                    f"`{side}_token_ids` row {position // ids.shape[1]}, "
-                    f"position {position % ids.shape[1]}"
-                ),
-            )
-            mask = inputs.get(f"{side}_padding_mask")
-            mask = np.ones(ids.shape) if mask is None else np.asarray(mask)
-            arrays[f"{side}_token_ids"] = ids.astype("int32")
-            arrays[f"{side}_padding_mask"] = (mask != 0).astype("int32")
+        arrays = self._encoder_arrays(inputs)
+        arrays.update(self._token_arrays(inputs, "decoder"))
         prompt = arrays["decoder_padding_mask"]
         lengths = prompt.sum(axis=1)
         prefix = np.arange(prompt.shape[1])[None] < lengths[:, None]
@@ -427,19 +637,59 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
             for name, value in (("token_ids", pad), ("padding_mask", 0)):
                 key = f"decoder_{name}"
                 arrays[key] = np.pad(arrays[key], extra, constant_values=value)
-        limit = getattr(self.backbone, "max_sequence_length", None)
-        for side in ("encoder", "decoder"):
-            length = arrays[f"{side}_token_ids"].shape[1]
+        for name, (argument, limit) in self._length_limits().items():
+            length = arrays[name].shape[1]
             if isinstance(limit, int) and length > limit:
                 raise ValueError(
-                    f"The {side} length {length} exceeds the "
+                    f"The length {length} of `{name}` exceeds the "
                     f"{type(self.backbone).__name__}'s learned positions "
-                    f"(max_sequence_length={limit})."
+                    f"({argument}={limit})."
                 )
         return arrays
 
+    def _length_limits(self):
+        """Input name -> `(backbone argument, the longest it takes)`."""
+        limit = getattr(self.backbone, "max_sequence_length", None)
+        return {
+            f"{side}_token_ids": ("max_sequence_length", limit)
+            for side in ("encoder", "decoder")
+        }
+
+    def _encoder_arrays(self, inputs):
+        """The encoder's inputs of `generate` (`encoder_input_names`),
+        checked, as NumPy arrays."""
+        return self._token_arrays(inputs, "encoder")
+
+    def _token_arrays(self, inputs, side):
+        """`{side}_token_ids` and its padding mask (default: all real) as
+        int32 arrays, checked."""
+        vocabulary = self.backbone.token_embedding.input_dim
+        ids = np.asarray(inputs[f"{side}_token_ids"])
+        if ids.ndim != 2:
+            raise ValueError(
+                f"`{side}_token_ids` must be `(batch, length)`. "
+                f"Received shape: {ids.shape}."
+            )
+        check_token_ids(
+            ids,
+            vocabulary,
+            lambda position: (
+                f"`{side}_token_ids` row {position // ids.shape[1]}, "
+                f"position {position % ids.shape[1]}"
+            ),
+        )
+        mask = inputs.get(f"{side}_padding_mask")
+        mask = np.ones(ids.shape) if mask is None else np.asarray(mask)
+        return {
+            f"{side}_token_ids": ids.astype("int32"),
+            f"{side}_padding_mask": (mask != 0).astype("int32"),
+        }
+
     def _pad_id(self):
-        """The id that fills finished rows: the tokenizer's pad id, or 0."""
+        """The id that fills finished rows: the tokenizer's (or packing
+        preprocessor's) pad id, or 0."""
+        if self._packer() is not None:
+            return pad_token_id(self._packer())
         pad_id = getattr(self.tokenizer, "pad_token_id", None)
         return 0 if pad_id is None else int(pad_id)
 
@@ -451,9 +701,12 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
                     "`stop_token_ids` must be 'auto', None or a list of "
                     f"ints. Received: {stop_token_ids!r}."
                 )
-            if self.tokenizer is None:
+            if self._packer() is not None:
+                stop_token_ids = list(end_token_ids(self._packer()))
+            elif self.tokenizer is None:
                 return ()
-            stop_token_ids = list(self.tokenizer.eos_token_ids)
+            else:
+                stop_token_ids = list(self.tokenizer.eos_token_ids)
         if stop_token_ids is None:
             return ()
         if np.ndim(stop_token_ids) == 0:
@@ -482,16 +735,22 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
             if len(self._generate_functions) >= _MAX_COMPILED_LOOPS:
                 functions = self._generate_functions
                 functions.pop(next(iter(functions)))
-            # The caches (the loop's fourth argument) are updated in place.
+            # The caches (the loop's third argument) are updated in place.
             self._generate_functions[key] = compile_loop(
-                loop, variables, donate_argnums=(3,)
+                loop, variables, donate_argnums=(2,)
             )
         return self._generate_functions[key]
 
+    def _encode(self, encoder_inputs):
+        """`(encoder output, its padding mask or None)` of the dict of
+        `encoder_input_names`."""
+        mask = encoder_inputs["encoder_padding_mask"]
+        output = self.backbone.encode(encoder_inputs["encoder_token_ids"], mask)
+        return output, mask
+
     def _generation_loop(
         self,
-        encoder_token_ids,
-        encoder_padding_mask,
+        encoder_inputs,
         token_ids,
         caches,
         seed,
@@ -510,9 +769,7 @@ class Seq2SeqLM(NextTokenTraining, BackboneTaskConfig, keras.Model):
         """
         batch_size, width = token_ids.shape
         with batch_size_scope(batch_size):
-            encoder_output = self.backbone.encode(
-                encoder_token_ids, encoder_padding_mask
-            )
+            encoder_output, encoder_padding_mask = self._encode(encoder_inputs)
             encoder_output = constrain(encoder_output, RESIDUAL_STREAM)
         cross = self.cross_attention_caches(encoder_output)
         stops = None

@@ -25,6 +25,9 @@ sample_weight)`): keras-hub's, or our `ClassifierPreprocessor`.
 that apply its preprocessor to raw samples, as keras-hub's tasks do.
 """
 
+import json
+import os
+
 import keras
 import numpy as np
 
@@ -311,3 +314,121 @@ def _to_numpy(value):
         return tuple(_to_numpy(part) for part in value)
     array = np.asarray(value)
     return array.astype("int32") if array.dtype == bool else array
+
+
+# === What the generating tasks share: the preprocessor attribute, presets ===
+
+
+class PreprocessorAttribute:
+    """A task's `preprocessor`, kept as plain host-side state, and the
+    `tokenizer` it implies (a mixin of `keras.Model`).
+
+    A preprocessor (keras-hub's is a Keras layer) is not part of the
+    model: it is set untracked, so Keras neither lists it as a layer nor
+    saves it. Setting it sets `tokenizer` too (see `tokenizer_of`).
+    """
+
+    def __setattr__(self, name, value):
+        if name == "preprocessor":
+            object.__setattr__(self, name, value)
+            return
+        super().__setattr__(name, value)
+
+    @property
+    def preprocessor(self):
+        """Ours (`Tokenizer` or `TextPreprocessor`), a packing preprocessor
+        such as keras-hub's, or `None` (token ids only)."""
+        return self.__dict__.get("_preprocessor")
+
+    @preprocessor.setter
+    def preprocessor(self, value):
+        tokenizer = tokenizer_of(value, type(self).__name__)
+        self.__dict__["_preprocessor"] = value
+        self.tokenizer = tokenizer
+
+    def _packer(self):
+        """The task's packing preprocessor (keras-hub's kind), if any."""
+        preprocessor = self.preprocessor
+        return preprocessor if is_packing_preprocessor(preprocessor) else None
+
+
+def preset_tokenizer(preset):
+    """The tokenizer of a preset directory (`find_tokenizer`), or `None`
+    for a built-in preset name or a directory without one."""
+    from keras_nlp.tokenizers import find_tokenizer
+
+    if isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset):
+        return find_tokenizer(preset)
+    return None
+
+
+def preset_token_id(preset, field):
+    """An id a Hugging Face preset names at the top of its
+    `generation_config.json` or `config.json` (`decoder_start_token_id`,
+    say), or `None` where neither file has it as an int (keras presets,
+    built-in names). Symbolic links are not followed."""
+    if not (isinstance(preset, (str, os.PathLike)) and os.path.isdir(preset)):
+        return None
+    for name in ("generation_config.json", "config.json"):
+        path = os.path.join(os.fspath(preset), name)
+        if os.path.islink(path) or not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as file:
+            try:
+                data = json.load(file)
+            except ValueError:
+                continue
+        value = data.get(field) if isinstance(data, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def save_task_preset(task, preset_dir, **kwargs):
+    """Saves a task's backbone (`Backbone.save_to_preset`) and its
+    tokenizer's files beside it.
+
+    With `format="huggingface"`, `config.json` holds the tokenizer's BOS,
+    EOS and PAD ids (unless `token_ids` is given).
+
+    Args:
+        task: a model with `backbone` and `tokenizer` (or `None`).
+        preset_dir: the directory.
+        **kwargs: forwarded to the backbone's `save_to_preset`.
+    """
+    tokenizer = task.tokenizer
+    if tokenizer is not None and kwargs.get("format") == "huggingface":
+        eos = list(tokenizer.eos_token_ids)
+        kwargs.setdefault(
+            "token_ids",
+            {
+                "bos_token_id": tokenizer.bos_token_id,
+                "eos_token_id": eos[0] if len(eos) == 1 else eos or None,
+                "pad_token_id": tokenizer.pad_token_id,
+            },
+        )
+    task.backbone.save_to_preset(preset_dir, **kwargs)
+    if tokenizer is not None:
+        tokenizer.save_to_preset(preset_dir)
+
+
+def texts_of(values, single):
+    """Strings of a preprocessor's detokenized output (a tensor, array or
+    list of str or bytes): one str when `single`, else a list."""
+    if hasattr(values, "numpy"):
+        values = values.numpy()
+    texts = [
+        t.decode("utf-8") if isinstance(t, bytes) else str(t)
+        for t in np.asarray(values, dtype=object).reshape(-1)
+    ]
+    return texts[0] if single else texts
+
+
+def is_text_columns(x):
+    """Whether `x` is a dict of text columns (a sequence-to-sequence
+    task's raw samples: `{"encoder_text": [...], "decoder_text": [...]}`)."""
+    return (
+        isinstance(x, dict)
+        and len(x) > 0
+        and all(is_text(value) for value in x.values())
+    )

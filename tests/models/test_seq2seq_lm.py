@@ -16,11 +16,17 @@ import pytest
 
 import keras_nlp.models
 from keras_nlp.distribution.backbone_planner import backbone_variables
+from keras_nlp.models.task_preprocessing import preset_token_id
+from keras_nlp.tokenizers import Tokenizer
 from tests import oracles
+from tests.models.test_keras_hub_api import _MERGES as HUB_MERGES
+from tests.models.test_keras_hub_api import _PIECES as HUB_PIECES
+from tests.models.test_keras_hub_api import TEXTS as HUB_TEXTS
 from tests.models.tiny_configs import tiny
 from tests.models.zoo import build_with_weights
 from tests.models.zoo import reference
 from tests.models.zoo import sharded
+from tests.tokenizers import tiny_tokenizers
 
 # backbone -> (task, config of the oracle comparison). T5's is the tied
 # one, whose head scales the hidden states.
@@ -273,3 +279,168 @@ def test_fit_lowers_the_teacher_forced_loss():
     assert losses[-1] < 0.8 * losses[0], losses
     config = lm.get_config()
     assert config["backbone"]["config"] == backbone.get_config()
+
+
+# === Text and presets ===
+
+
+# Two texts of the SentencePiece training text's characters; the longer
+# first, so that the second is padded.
+TEXT_PROMPTS = tiny_tokenizers.PLAIN[:2]
+TEXT_WIDTH = 8
+
+
+@functools.cache
+def text_bart():
+    """A BART whose vocabulary is exactly a tiny SentencePiece
+    tokenizer's, so that every generated id has text."""
+    tokenizer = Tokenizer(
+        {"tokenizer.model": tiny_tokenizers.train_sentencepiece()}
+    )
+    backbone_cls, config = tiny("BartBackbone")
+    config = dict(config, vocabulary_size=tokenizer.vocabulary_size)
+    backbone = build_with_weights(
+        backbone_cls, config, deterministic_values(backbone_cls, config, 2)
+    )
+    return keras_nlp.models.BartSeq2SeqLM(backbone, tokenizer=tokenizer)
+
+
+def test_text_generation_is_the_decoded_token_id_generation():
+    lm = text_bart()
+    tokenizer = lm.tokenizer
+    texts = lm.generate(TEXT_PROMPTS, TEXT_WIDTH, stop_token_ids=None)
+    # The same by hand: the encoder's text with the tokenizer's special
+    # tokens, right-padded; the decoder starts from BART's `</s>`.
+    encoded = tokenizer.encode(TEXT_PROMPTS)
+    lengths = np.array([len(ids) for ids in encoded])
+    assert lengths[0] > lengths[1]
+    start = tokenizer.eos_token_ids[0]
+    assert lm.decoder_start_token_id == start
+    encoder_ids = np.full((2, lengths[0]), tokenizer.pad_token_id)
+    for row, ids in enumerate(encoded):
+        encoder_ids[row, : len(ids)] = ids
+    outputs = lm.generate(
+        {
+            "encoder_token_ids": encoder_ids,
+            "encoder_padding_mask": np.arange(lengths[0]) < lengths[:, None],
+            "decoder_token_ids": np.full((2, TEXT_WIDTH), start),
+            "decoder_padding_mask": np.arange(TEXT_WIDTH)[None] < [[1], [1]],
+        },
+        stop_token_ids=None,
+    )
+    rows = [
+        ids[mask]
+        for ids, mask in zip(
+            outputs["decoder_token_ids"],
+            outputs["decoder_padding_mask"],
+            strict=True,
+        )
+    ]
+    assert all(row[0] == start and len(row) == TEXT_WIDTH for row in rows)
+    assert texts == tokenizer.decode(rows)
+    # Rows with text (not only special tokens): the check compares
+    # something.
+    assert all(texts), texts
+    # The text path runs the same compiled loop.
+    assert lm.generate_traces == 1
+
+
+def test_preset_round_trip_keeps_logits_and_tokenizer(tmp_path):
+    lm = text_bart()
+    lm.save_to_preset(tmp_path)
+    assert (tmp_path / "tokenizer.model").exists()
+    loaded = keras_nlp.models.BartSeq2SeqLM.from_preset(tmp_path)
+    assert loaded.tokenizer.encode(TEXT_PROMPTS) == lm.tokenizer.encode(
+        TEXT_PROMPTS
+    )
+    assert loaded.decoder_start_token_id == lm.decoder_start_token_id
+    # A Hugging Face preset's own start id wins over the family's; it is
+    # kept in the task's config.
+    assert preset_token_id(tmp_path, "decoder_start_token_id") is None
+    huggingface = tiny_tokenizers.write_files(
+        tmp_path / "hf", {"config.json": {"decoder_start_token_id": 5}}
+    )
+    assert preset_token_id(huggingface, "decoder_start_token_id") == 5
+    started = type(lm)(
+        lm.backbone,
+        tokenizer=lm.tokenizer,
+        decoder_start_token_id=5,
+        compile=False,
+    )
+    assert started.decoder_start_token_id == 5
+    assert started.get_config()["decoder_start_token_id"] == 5
+
+    # One compiled forward pass, run on each model's variables.
+    @jax.jit
+    def forward(values, inputs):
+        with keras.StatelessScope(
+            state_mapping=zip(lm.variables, values, strict=True)
+        ):
+            return lm(inputs)
+
+    def logits(model):
+        return np.asarray(forward([v.value for v in model.variables], inputs))
+
+    inputs = generation_inputs(lm.tokenizer.vocabulary_size)
+    np.testing.assert_array_equal(logits(loaded), logits(lm))
+
+
+def keras_hub_bart_preprocessor(vocabulary_size):
+    """keras-hub's BART preprocessor on a tiny byte-level BPE vocabulary
+    (the GPT-2 one of `test_keras_hub_api` with BART's special tokens),
+    filled up to `vocabulary_size` so that every id has text."""
+    import keras_hub
+
+    pieces = ["<s>", "<pad>", "</s>", "<mask>"] + HUB_PIECES[1:]
+    pieces += [f"w{i}" for i in range(vocabulary_size - len(pieces))]
+    tokenizer = keras_hub.models.BartTokenizer(
+        vocabulary={piece: i for i, piece in enumerate(pieces)},
+        merges=HUB_MERGES,
+    )
+    return keras_hub.models.BartSeq2SeqLMPreprocessor(
+        tokenizer, encoder_sequence_length=8, decoder_sequence_length=8
+    )
+
+
+def test_keras_hub_preprocessor_packs_text_for_generate_and_fit():
+    # `text_bart`'s backbone: built once for the text tests.
+    backbone = text_bart().backbone
+    preprocessor = keras_hub_bart_preprocessor(backbone.vocabulary_size)
+    lm = keras_nlp.models.BartSeq2SeqLM(backbone, preprocessor=preprocessor)
+    assert lm.preprocessor is preprocessor and lm.tokenizer is None
+    assert preprocessor not in lm.layers
+
+    text = lm.generate(HUB_TEXTS[0])
+    # keras-hub's own packing, generation by token ids (its end token is
+    # the stop id: the same compiled loop), and its own text clean-up.
+    packed = {
+        key: np.asarray(value)
+        for key, value in preprocessor.generate_preprocess(
+            [HUB_TEXTS[0]]
+        ).items()
+    }
+    outputs = lm.generate(packed)
+    assert lm.generate_traces == 1
+    end = preprocessor.tokenizer.end_token_id
+    start = preprocessor.tokenizer.start_token_id
+    np.testing.assert_array_equal(
+        outputs["decoder_token_ids"][0, :2], [end, start]
+    )
+    expected = preprocessor.generate_postprocess(outputs)
+    expected = np.asarray(expected).reshape(-1)[0]
+    if isinstance(expected, bytes):
+        expected = expected.decode("utf-8")
+    assert isinstance(text, str)
+    assert text == expected and text.strip(), text
+
+    # Raw text columns are packed by the same preprocessor for `fit`,
+    # `evaluate` and `predict` (what they then run is Keras's own).
+    columns = {"encoder_text": HUB_TEXTS, "decoder_text": HUB_TEXTS[::-1]}
+    x, y, sample_weight = lm._preprocessed(columns, None, None)
+    hub_x, hub_y, hub_weight = preprocessor(columns)
+    assert sorted(x) == sorted(hub_x)
+    for key in x:
+        np.testing.assert_array_equal(x[key], np.asarray(hub_x[key]))
+    np.testing.assert_array_equal(y, hub_y)
+    np.testing.assert_array_equal(sample_weight, hub_weight)
+    assert x["decoder_token_ids"].shape == (2, 8)

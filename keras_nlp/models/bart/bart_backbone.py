@@ -9,6 +9,7 @@ from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.bart.bart_presets import BART_PRESETS
 from keras_nlp.models.construction import check_heads_divide
+from keras_nlp.models.families.seq2seq import decode_blocks_with_cache
 from keras_nlp.models.families.seq2seq import init_seq2seq_graph
 from keras_nlp.models.families.seq2seq import seq2seq_block_rules
 from keras_nlp.models.families.seq2seq import seq2seq_blocks
@@ -201,24 +202,12 @@ class BartBackbone(Backbone):
         Returns:
             `(hidden states (batch, seq, hidden_dim), updated caches)`.
         """
-        x = self._embed(token_ids, "decoder", cache_update_index)
-        updated = []
-        for number, (block, cache, cross) in enumerate(
-            zip(
-                self.decoder_transformer_layers,
-                self_attention_caches,
-                cross_attention_caches,
-                strict=True,
-            )
-        ):
-            x, cache = block(
-                x,
-                encoder_padding_mask=encoder_padding_mask,
-                self_attention_cache=cache,
-                self_attention_cache_update_index=cache_update_index,
-                cross_attention_cache=cross,
-            )
-            if pin is not None:
-                x, cache = pin(number, x, cache)
-            updated.append(cache)
-        return x, updated
+        return decode_blocks_with_cache(
+            self.decoder_transformer_layers,
+            self._embed(token_ids, "decoder", cache_update_index),
+            self_attention_caches,
+            cross_attention_caches,
+            cache_update_index,
+            encoder_padding_mask,
+            pin,
+        )

@@ -4,7 +4,8 @@
 `CrossAttentionDecoderBlock`s `transformer_decoder_layer_{i}` (causal
 self-attention, cross-attention over the encoder's outputs, a GELU
 feed-forward), every LayerNorm with epsilon 1e-5. The backbones build
-their own embeddings (token tables, audio convolutions) around them.
+their own embeddings (token tables, audio convolutions) around them, and
+share the cached decoding loop (`decode_blocks_with_cache`).
 """
 
 from keras_nlp.layers.cross_attention_decoder_block import (
@@ -88,6 +89,53 @@ def init_seq2seq_graph(
         dtype=dtype,
         **kwargs,
     )
+
+
+def decode_blocks_with_cache(
+    blocks,
+    x,
+    self_attention_caches,
+    cross_attention_caches,
+    cache_update_index,
+    encoder_padding_mask,
+    pin=None,
+):
+    """Runs embedded decoder tokens through `CrossAttentionDecoderBlock`s
+    with key/value caches: the loop of BART's and Whisper's
+    `decode_with_cache`.
+
+    Args:
+        blocks: the backbone's `decoder_transformer_layers`.
+        x: the embedded tokens `(batch, seq, hidden_dim)` of slots
+            `cache_update_index ... + seq - 1`.
+        self_attention_caches: one `(batch, 2, max_len, heads, head_dim)`
+            per block.
+        cross_attention_caches: each block's `cross_attention_cache` of
+            the encoder's output.
+        cache_update_index: int or scalar tensor.
+        encoder_padding_mask: `(batch, source_len)`, or `None` where every
+            encoder position is real (Whisper's audio frames).
+        pin: optional `pin(number, x, cache) -> (x, cache)` applied after
+            each block (layouts while sharded).
+
+    Returns:
+        `(the last block's output, updated self-attention caches)`.
+    """
+    updated = []
+    for number, (block, cache, cross) in enumerate(
+        zip(blocks, self_attention_caches, cross_attention_caches, strict=True)
+    ):
+        x, cache = block(
+            x,
+            encoder_padding_mask=encoder_padding_mask,
+            self_attention_cache=cache,
+            self_attention_cache_update_index=cache_update_index,
+            cross_attention_cache=cross,
+        )
+        if pin is not None:
+            x, cache = pin(number, x, cache)
+        updated.append(cache)
+    return x, updated
 
 
 def seq2seq_block_rules():

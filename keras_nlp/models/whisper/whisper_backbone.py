@@ -16,6 +16,7 @@ from keras_nlp.layers.token_and_position_embedding import (
 )
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.construction import check_heads_divide
+from keras_nlp.models.families.seq2seq import decode_blocks_with_cache
 from keras_nlp.models.families.seq2seq import init_seq2seq_graph
 from keras_nlp.models.families.seq2seq import seq2seq_block_rules
 from keras_nlp.models.families.seq2seq import seq2seq_blocks
@@ -179,23 +180,11 @@ class WhisperBackbone(Backbone):
                 shape=(None,), dtype="int32", name="decoder_padding_mask"
             ),
         }
-        first, second = self.encoder_conv_layers
-        x = first(inputs["encoder_features"])
-        # One frame of zeros each side, then a valid stride-2 window:
-        # frames become (frames + 1) // 2.
-        x = second(ops.pad(x, ((0, 0), (1, 1), (0, 0))))
-        x = self.encoder_embeddings_dropout(
-            x + self.encoder_position_embedding(x)
-        )
-        for block in self.encoder_transformer_layers:
-            x = block(x)
         init_seq2seq_graph(
             self,
             inputs,
-            encoder_output=self.encoder_layer_norm(x),
-            decoder_input=self.decoder_embeddings_dropout(
-                self.decoder_embeddings(inputs["decoder_token_ids"])
-            ),
+            encoder_output=self.encode(inputs["encoder_features"]),
+            decoder_input=self._embed_decoder(inputs["decoder_token_ids"]),
             final_norm=self.decoder_layer_norm,
             dtype=dtype,
             **kwargs,
@@ -273,3 +262,53 @@ class WhisperBackbone(Backbone):
         self.decoder_layer_norm = keras.layers.LayerNormalization(
             epsilon=1e-5, dtype=dtype, name="decoder_layer_norm"
         )
+
+    # === The two stacks, also run apart (`WhisperAudioToText.generate`) ===
+
+    def encode(self, features):
+        """The encoder's output `(batch, (frames + 1) // 2, hidden_dim)` of
+        log-mel `features` `(batch, frames, num_mels)`."""
+        first, second = self.encoder_conv_layers
+        x = first(features)
+        # One frame of zeros each side, then a valid stride-2 window:
+        # frames become (frames + 1) // 2.
+        x = second(ops.pad(x, ((0, 0), (1, 1), (0, 0))))
+        x = self.encoder_embeddings_dropout(
+            x + self.encoder_position_embedding(x)
+        )
+        for block in self.encoder_transformer_layers:
+            x = block(x)
+        return self.encoder_layer_norm(x)
+
+    def _embed_decoder(self, token_ids, start_index=0):
+        x = self.decoder_embeddings(token_ids, start_index=start_index)
+        return self.decoder_embeddings_dropout(x)
+
+    def decode_with_cache(
+        self,
+        token_ids,
+        self_attention_caches,
+        cross_attention_caches,
+        cache_update_index,
+        encoder_padding_mask=None,
+        pin=None,
+    ):
+        """Runs decoder tokens through the blocks with key/value caches.
+
+        Arguments as `BartBackbone.decode_with_cache`; the audio frames
+        have no padding, so `encoder_padding_mask` is `None`.
+
+        Returns:
+            `(hidden states (batch, seq, hidden_dim) after the decoder's
+            final LayerNorm, updated caches)`.
+        """
+        x, updated = decode_blocks_with_cache(
+            self.decoder_transformer_layers,
+            self._embed_decoder(token_ids, cache_update_index),
+            self_attention_caches,
+            cross_attention_caches,
+            cache_update_index,
+            encoder_padding_mask,
+            pin,
+        )
+        return self.decoder_layer_norm(x), updated
