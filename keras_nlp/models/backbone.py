@@ -72,16 +72,22 @@ def serialize_backbone(backbone):
 
 
 class BackboneTaskConfig:
-    """`get_config` / `from_config` of a task whose config is its backbone
-    (a mixin of `keras.Model`: `CausalLM`, `Seq2SeqLM`).
+    """`get_config` / `from_config` of a task: its backbone, serialized,
+    and the arguments its head adds (`head_config()`), a mixin of
+    `keras.Model` (every task here).
 
-    The backbone is stored serialized; a preprocessor or tokenizer is host
-    code and is not (presets keep the tokenizer's files).
+    A preprocessor or tokenizer is host code and is not stored (presets
+    keep the tokenizer's files).
     """
+
+    def head_config(self):
+        """The constructor arguments the task adds to its backbone."""
+        return {}
 
     def get_config(self):
         return {
             "backbone": serialize_backbone(self.backbone),
+            **self.head_config(),
             "name": self.name,
             "trainable": self.trainable,
         }

@@ -30,6 +30,7 @@ from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.causal_lm_generation import GenerationMixin
+from keras_nlp.models.task_checks import TaskRegistry
 from keras_nlp.models.task_checks import check_backbone
 from keras_nlp.models.task_preprocessing import PreprocessorAttribute
 from keras_nlp.models.task_preprocessing import TextInputsMixin
@@ -42,7 +43,7 @@ from keras_nlp.models.task_training import NextTokenTraining
 # The residual stream's layout while decoding, as the plan pins it.
 RESIDUAL_STREAM = (FREE, None, None)
 
-_CAUSAL_LMS = {}
+_CAUSAL_LMS = TaskRegistry("causal LM", "decoder")
 
 
 def causal_lm_class(backbone_cls):
@@ -51,15 +52,7 @@ def causal_lm_class(backbone_cls):
     Raises:
         ValueError: if the backbone has none (an encoder, say).
     """
-    for klass in backbone_cls.__mro__:
-        if klass in _CAUSAL_LMS:
-            return _CAUSAL_LMS[klass]
-    raise ValueError(
-        f"{backbone_cls.__name__} has no causal LM: it is not a decoder. "
-        "Decoders with one: "
-        + ", ".join(sorted(k.__name__ for k in _CAUSAL_LMS))
-        + "."
-    )
+    return _CAUSAL_LMS.lookup(backbone_cls)
 
 
 class CausalLM(
@@ -132,8 +125,7 @@ class CausalLM(
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if cls.backbone_cls is not None:
-            _CAUSAL_LMS.setdefault(cls.backbone_cls, cls)
+        _CAUSAL_LMS.register(cls)
 
     def __init__(
         self,

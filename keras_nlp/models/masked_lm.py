@@ -25,7 +25,7 @@ from keras_nlp.layers.common import get_activation
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.backbone import serialize_backbone
+from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.task_checks import check_backbone
 from keras_nlp.models.task_preprocessing import TextInputsMixin
 from keras_nlp.models.text_classifier import check_sample_preprocessor
@@ -125,7 +125,7 @@ class MaskedLMHead(keras.layers.Layer):
         return logits + ops.cast(self.output_bias, logits.dtype)
 
 
-class MaskedLM(TextInputsMixin, keras.Model):
+class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
     """An encoder backbone and a tied masked-LM head: token logits.
 
     Calling the model on the backbone's input dict plus `mask_positions`
@@ -384,18 +384,3 @@ class MaskedLM(TextInputsMixin, keras.Model):
                 preset,
             )
         return masked_lm
-
-    def get_config(self):
-        return {
-            "backbone": serialize_backbone(self.backbone),
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(
-            config["backbone"]
-        )
-        return cls(**config)

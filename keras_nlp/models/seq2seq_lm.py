@@ -367,10 +367,8 @@ class Seq2SeqLM(
                 return int(self.tokenizer.eos_token_ids[0])
         return self._pad_id()
 
-    def get_config(self):
-        config = super().get_config()
-        config["decoder_start_token_id"] = self._decoder_start_token_id
-        return config
+    def head_config(self):
+        return {"decoder_start_token_id": self._decoder_start_token_id}
 
     def _generate_text(self, inputs, max_length, **settings):
         """`generate` on text: a str (a str back) or a list of str, or a

@@ -38,3 +38,43 @@ def check_backbone(task_name, expected, backbone):
             "writes one)."
         )
     raise ValueError(message)
+
+
+class TaskRegistry:
+    """Each family's subclass of a task, by the backbone class it takes.
+
+    A task class's `__init_subclass__` registers its subclasses; `lookup`
+    finds the one for a backbone class (or a parent of it), as
+    `CausalLM.from_preset` and `TextClassifier.from_preset` do for a
+    preset's backbone.
+
+    Args:
+        task: what the task is called in errors (`"causal LM"`).
+        kind: the kind of backbone that has one (`"decoder"`).
+    """
+
+    def __init__(self, task, kind):
+        self.task = task
+        self.kind = kind
+        self._classes = {}
+
+    def register(self, task_cls):
+        if task_cls.backbone_cls is not None:
+            self._classes.setdefault(task_cls.backbone_cls, task_cls)
+
+    def lookup(self, backbone_cls):
+        """The task subclass of `backbone_cls`.
+
+        Raises:
+            ValueError: if the backbone has none, naming those that do.
+        """
+        for klass in backbone_cls.__mro__:
+            if klass in self._classes:
+                return self._classes[klass]
+        raise ValueError(
+            f"{backbone_cls.__name__} has no {self.task}: it is not "
+            f"{'an' if self.kind[0] in 'aeiou' else 'a'} {self.kind}. "
+            f"{self.kind.capitalize()}s with one: "
+            + ", ".join(sorted(k.__name__ for k in self._classes))
+            + "."
+        )

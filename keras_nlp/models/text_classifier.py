@@ -30,8 +30,9 @@ from keras_nlp.distribution.shapes import VariableInfo
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.backbone import serialize_backbone
+from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.families.bert import POOLED_DIMS
+from keras_nlp.models.task_checks import TaskRegistry
 from keras_nlp.models.task_checks import check_backbone
 from keras_nlp.models.task_checks import library_of
 from keras_nlp.models.task_preprocessing import TextInputsMixin
@@ -57,7 +58,7 @@ FIRST_TOKEN = 0
 LAST_TOKEN = -1
 POOLED_OUTPUT = "pooled_output"
 
-_TEXT_CLASSIFIERS = {}
+_TEXT_CLASSIFIERS = TaskRegistry("text classifier", "encoder")
 
 
 def head_layout_rules(pooled_dense=True):
@@ -91,18 +92,10 @@ def text_classifier_class(backbone_cls):
     Raises:
         ValueError: if the backbone has none (a decoder, say).
     """
-    for klass in backbone_cls.__mro__:
-        if klass in _TEXT_CLASSIFIERS:
-            return _TEXT_CLASSIFIERS[klass]
-    raise ValueError(
-        f"{backbone_cls.__name__} has no text classifier: it is not an "
-        "encoder. Encoders with one: "
-        + ", ".join(sorted(k.__name__ for k in _TEXT_CLASSIFIERS))
-        + "."
-    )
+    return _TEXT_CLASSIFIERS.lookup(backbone_cls)
 
 
-class TextClassifier(TextInputsMixin, keras.Model):
+class TextClassifier(TextInputsMixin, BackboneTaskConfig, keras.Model):
     """An encoder backbone and a classification head: class logits.
 
     Calling the model on the backbone's input dict (`token_ids`,
@@ -187,8 +180,7 @@ class TextClassifier(TextInputsMixin, keras.Model):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if cls.backbone_cls is not None:
-            _TEXT_CLASSIFIERS.setdefault(cls.backbone_cls, cls)
+        _TEXT_CLASSIFIERS.register(cls)
 
     def __init__(
         self,
@@ -592,24 +584,6 @@ class TextClassifier(TextInputsMixin, keras.Model):
                 preset,
             )
         return classifier
-
-    # === Config ===
-
-    def get_config(self):
-        return {
-            "backbone": serialize_backbone(self.backbone),
-            **self.head_config(),
-            "name": self.name,
-            "trainable": self.trainable,
-        }
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(
-            config["backbone"]
-        )
-        return cls(**config)
 
 
 def check_sample_preprocessor(task_name, preprocessor):
