@@ -12,8 +12,9 @@ the loop is made of the model's own overridable steps: `_prefill`,
 `generate`, `generate_traces` and the compiled loops stay on the model,
 as users and keras-hub expect, with no second object holding the model.
 The mixin expects the model's `backbone`, `tokenizer`, `_packer()` (its
-keras-hub preprocessor, if any), `variables`, `init_cache` and
-`_cache_plans`.
+keras-hub preprocessor, if any), `_stop_ids` and `_pad_id` (all three
+from `task_preprocessing.PreprocessorAttribute`), `variables`,
+`init_cache` and `_cache_plans`.
 """
 
 import dataclasses
@@ -33,7 +34,6 @@ from keras_nlp.distribution.kv_cache import verify_cache_layouts
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.causal_lm_prompts import batch_width
-from keras_nlp.models.causal_lm_prompts import check_token_ids
 from keras_nlp.models.causal_lm_prompts import left_pad
 from keras_nlp.models.causal_lm_prompts import read_prompts
 from keras_nlp.models.causal_lm_prompts import row_limits
@@ -41,11 +41,9 @@ from keras_nlp.models.causal_lm_prompts import unpack_rows
 from keras_nlp.models.compiled_loop import compile_loop
 from keras_nlp.models.sampling import get_sampler
 from keras_nlp.models.sampling import next_tokens
-from keras_nlp.models.task_preprocessing import end_token_ids
 from keras_nlp.models.task_preprocessing import is_packing_preprocessor
 from keras_nlp.models.task_preprocessing import is_text
 from keras_nlp.models.task_preprocessing import pack_prompts
-from keras_nlp.models.task_preprocessing import pad_token_id
 from keras_nlp.models.task_preprocessing import unpack_text
 from keras_nlp.saving.weight_transfer import numpy_dtype
 
@@ -425,55 +423,6 @@ class GenerationMixin:
                 f"the {format_bytes(memory)} {holder}. {fix}, or fewer "
                 "prompts at once."
             )
-
-    def _stop_ids(self, stop_token_ids):
-        """The stop ids as a tuple of ints of the vocabulary."""
-        vocabulary = self._vocabulary_size()
-        if isinstance(stop_token_ids, str):
-            if stop_token_ids != "auto":
-                raise ValueError(
-                    "`stop_token_ids` must be 'auto', None or a list of "
-                    f"ints. Received: {stop_token_ids!r}."
-                )
-            if is_packing_preprocessor(self._packer()):
-                return tuple(
-                    check_token_ids(
-                        end_token_ids(self._packer()),
-                        vocabulary,
-                        lambda position: "the preprocessor's end token",
-                    )
-                )
-            if self.tokenizer is None:
-                return ()
-            tokenizer = self.tokenizer
-            ids = tokenizer.eos_token_ids
-            return tuple(
-                check_token_ids(
-                    ids,
-                    vocabulary,
-                    lambda position: tokenizer.eos_token_source(ids[position]),
-                    fix=" Correct the file, or pass `stop_token_ids` to "
-                    "`generate`.",
-                )
-            )
-        if stop_token_ids is None:
-            return ()
-        if np.ndim(stop_token_ids) == 0:
-            stop_token_ids = [stop_token_ids]
-        return tuple(
-            check_token_ids(
-                stop_token_ids,
-                vocabulary,
-                lambda position: f"`stop_token_ids`, position {position}",
-            )
-        )
-
-    def _pad_id(self):
-        if is_packing_preprocessor(self._packer()):
-            return pad_token_id(self._packer())
-        if self.tokenizer is None:
-            return 0
-        return int(self.tokenizer.pad_token_id)
 
     def _generation_inputs(self, inputs, batch_size):
         """Arrays besides the prompts that `generate` passes to `_prefill`.

@@ -50,7 +50,6 @@ from keras_nlp.models.task_preprocessing import TextInputsMixin
 from keras_nlp.models.task_preprocessing import end_token_ids
 from keras_nlp.models.task_preprocessing import is_text
 from keras_nlp.models.task_preprocessing import is_text_columns
-from keras_nlp.models.task_preprocessing import pad_token_id
 from keras_nlp.models.task_preprocessing import preprocess_samples
 from keras_nlp.models.task_preprocessing import preset_token_id
 from keras_nlp.models.task_preprocessing import preset_tokenizer
@@ -682,40 +681,6 @@ class Seq2SeqLM(
             f"{side}_token_ids": ids.astype("int32"),
             f"{side}_padding_mask": (mask != 0).astype("int32"),
         }
-
-    def _pad_id(self):
-        """The id that fills finished rows: the tokenizer's (or packing
-        preprocessor's) pad id, or 0."""
-        if self._packer() is not None:
-            return pad_token_id(self._packer())
-        pad_id = getattr(self.tokenizer, "pad_token_id", None)
-        return 0 if pad_id is None else int(pad_id)
-
-    def _stop_ids(self, stop_token_ids):
-        vocabulary = self.backbone.token_embedding.input_dim
-        if isinstance(stop_token_ids, str):
-            if stop_token_ids != "auto":
-                raise ValueError(
-                    "`stop_token_ids` must be 'auto', None or a list of "
-                    f"ints. Received: {stop_token_ids!r}."
-                )
-            if self._packer() is not None:
-                stop_token_ids = list(end_token_ids(self._packer()))
-            elif self.tokenizer is None:
-                return ()
-            else:
-                stop_token_ids = list(self.tokenizer.eos_token_ids)
-        if stop_token_ids is None:
-            return ()
-        if np.ndim(stop_token_ids) == 0:
-            stop_token_ids = [stop_token_ids]
-        return tuple(
-            check_token_ids(
-                stop_token_ids,
-                vocabulary,
-                lambda position: f"`stop_token_ids`, position {position}",
-            )
-        )
 
     def _generate_function(self, sampler, stop_ids, pad_id):
         """The compiled loop for these settings, made once."""

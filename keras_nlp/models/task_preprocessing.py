@@ -31,6 +31,7 @@ import os
 import keras
 import numpy as np
 
+from keras_nlp.models.causal_lm_prompts import check_token_ids
 from keras_nlp.models.task_checks import library_of
 
 # What a packing preprocessor has; `tokenizer` names its special tokens.
@@ -350,6 +351,58 @@ class PreprocessorAttribute:
         """The task's packing preprocessor (keras-hub's kind), if any."""
         preprocessor = self.preprocessor
         return preprocessor if is_packing_preprocessor(preprocessor) else None
+
+    def _pad_id(self):
+        """The id that fills finished rows in `generate`: the packing
+        preprocessor's or tokenizer's pad id, or 0."""
+        if self._packer() is not None:
+            return pad_token_id(self._packer())
+        pad_id = getattr(self.tokenizer, "pad_token_id", None)
+        return 0 if pad_id is None else int(pad_id)
+
+    def _stop_ids(self, stop_token_ids):
+        """`generate`'s `stop_token_ids` as a tuple of ids of the
+        vocabulary: `"auto"` takes the packing preprocessor's end tokens,
+        else the tokenizer's end-of-sequence ids (none without either)."""
+        vocabulary = self.backbone.token_embedding.input_dim
+        if isinstance(stop_token_ids, str):
+            if stop_token_ids != "auto":
+                raise ValueError(
+                    "`stop_token_ids` must be 'auto', None or a list of "
+                    f"ints. Received: {stop_token_ids!r}."
+                )
+            if self._packer() is not None:
+                return tuple(
+                    check_token_ids(
+                        end_token_ids(self._packer()),
+                        vocabulary,
+                        lambda position: "the preprocessor's end token",
+                    )
+                )
+            if self.tokenizer is None:
+                return ()
+            tokenizer = self.tokenizer
+            ids = tokenizer.eos_token_ids
+            return tuple(
+                check_token_ids(
+                    ids,
+                    vocabulary,
+                    lambda position: tokenizer.eos_token_source(ids[position]),
+                    fix=" Correct the file, or pass `stop_token_ids` to "
+                    "`generate`.",
+                )
+            )
+        if stop_token_ids is None:
+            return ()
+        if np.ndim(stop_token_ids) == 0:
+            stop_token_ids = [stop_token_ids]
+        return tuple(
+            check_token_ids(
+                stop_token_ids,
+                vocabulary,
+                lambda position: f"`stop_token_ids`, position {position}",
+            )
+        )
 
 
 def preset_tokenizer(preset):
