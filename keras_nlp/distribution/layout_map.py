@@ -37,6 +37,22 @@ def active_layout_map():
     return None
 
 
+def bind_active_layout_map(backbone):
+    """Binds the active distribution's layout map to `backbone`'s config,
+    if it is one of ours and not bound yet.
+
+    A task made in a distribution's scope around a backbone built in
+    another (loaded under one distribution, generating under a new one)
+    creates variables under this map: its optimizer's, its head's. An
+    unbound map cannot lay them out and would raise; bound to the
+    backbone it serves, it plans them as it would have. A map of another
+    backbone class raises `LayoutError` here, naming both.
+    """
+    layout_map = active_layout_map()
+    if layout_map is not None and layout_map.plan is None:
+        layout_map.bind(type(backbone), backbone.get_config())
+
+
 def _unconstrained():
     """JAX's `PartitionSpec.UNCONSTRAINED` (a dimension left to XLA)."""
     if keras.backend.backend() != "jax":

@@ -21,6 +21,7 @@ import dataclasses
 import keras
 
 from keras_nlp.distribution.layout_map import active_layout_map
+from keras_nlp.distribution.layout_map import bind_active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import DATA
@@ -270,6 +271,7 @@ class TextClassifier(TextInputsMixin, BackboneTaskConfig, keras.Model):
                 "TextClassifier.from_preset(dir, num_classes=...)."
             )
         check_backbone(name, self.backbone_cls, backbone)
+        bind_active_layout_map(backbone)
         for label, value in (
             ("num_classes", num_classes),
             ("hidden_dim", hidden_dim),

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from keras_nlp.distribution.array_placement import planned_cache_specs
+from keras_nlp.distribution.layout_errors import LayoutError
 from keras_nlp.distribution.rules import entry_axes
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.models import GPTNeoXBackbone
@@ -32,6 +33,7 @@ from tests.models.test_conformance import BUILD_MESHES
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import tiny
 from tests.models.zoo import build_with_weights
+from tests.models.zoo import sharded
 from tests.tokenizers import tiny_tokenizers
 
 pytestmark = pytest.mark.multi_device
@@ -311,3 +313,21 @@ def test_lora_fine_tuning_under_model_parallel_and_preset_on_another_mesh(
         output = loaded.generate(prompts, max_length=8)
     np.testing.assert_array_equal(output["token_ids"], tuned["token_ids"])
     np.testing.assert_array_equal(output["padding_mask"], tuned["padding_mask"])
+
+
+@pytest.mark.multi_device
+def test_a_task_made_under_a_new_distribution_binds_its_layout_map():
+    # The backbone was built under one distribution; the causal LM (which
+    # compiles, creating its optimizer's variables) is made under a new
+    # one whose map no backbone has bound yet: it binds to this backbone.
+    backbone, _ = sharded("LlamaBackbone", "tiny", (1, 8))
+    distribution = distribution_for(type(backbone), (1, 8))
+    with distribution.scope():
+        causal_lm = LlamaCausalLM(backbone)
+    layout_map = distribution._layout_map
+    assert layout_map.plan is not None
+    assert layout_map.plan.weights == backbone.layout_plan.weights
+    assert causal_lm.optimizer.iterations.value.sharding.is_fully_replicated
+    with pytest.raises(LayoutError, match="GemmaBackbone.*LlamaBackbone"):
+        with distribution_for(GemmaBackbone, (1, 8)).scope():
+            LlamaCausalLM(backbone)

@@ -219,10 +219,13 @@ def test_keras_hub_still_gives_the_stored_logits(name):
     np.testing.assert_allclose(live, data["hub/logits"], atol=1e-5)
 
 
+@pytest.mark.multi_device
+@pytest.mark.parametrize("mesh", [(2, 4), (1, 8)], ids=str)
 @pytest.mark.parametrize("name", [LIVE_CASE])
-def test_sharded_logits_generation_and_caches_equal_unsharded(name):
+def test_sharded_logits_generation_and_caches_equal_unsharded(name, mesh):
     """On one family (the other shares the loop and its layouts): BART's
-    heads, and so its caches, go on the model axis."""
+    heads, and so its caches, go on the model axis where it divides them
+    (4 on (2, 4)), and stay whole where it does not (on (1, 8))."""
     ref = reference(name)
     task = getattr(keras_nlp.models, CASES[name][0])
     inputs = generation_inputs(ref.config["vocabulary_size"])
@@ -231,7 +234,7 @@ def test_sharded_logits_generation_and_caches_equal_unsharded(name):
     expected_logits = np.asarray(jit_forward(unsharded)(inputs))
     expected = unsharded.generate(inputs, stop_token_ids=None)
 
-    backbone, distribution = sharded(name, "tiny", (2, 4))
+    backbone, distribution = sharded(name, "tiny", mesh)
     lm = task(backbone)
     with distribution.scope():
         logits = jit_forward(lm)(inputs)
@@ -244,10 +247,10 @@ def test_sharded_logits_generation_and_caches_equal_unsharded(name):
     np.testing.assert_array_equal(
         actual["decoder_token_ids"], expected["decoder_token_ids"]
     )
-    # Both caches of every block follow their key kernel: 4 heads on the
-    # model axis of 4.
-    planned = ("batch", None, None, "model", None)
-    assert [p.spec[3] for p in self_plans + cross_plans] == ["model"] * (
+    # Both caches of every block follow their key kernel.
+    heads = "model" if ref.config["num_heads"] % mesh[1] == 0 else None
+    planned = ("batch", None, None, heads, None)
+    assert [p.spec[3] for p in self_plans + cross_plans] == [heads] * (
         2 * ref.config["num_layers"]
     )
     expected_sharding = jax.sharding.NamedSharding(

@@ -99,10 +99,12 @@ def test_cached_greedy_generation_equals_full_forward_passes():
 
 
 @pytest.mark.multi_device
-def test_sharded_generation_and_caches_equal_unsharded():
-    """Tiny's 4 heads on the model axis of 4: both caches follow them."""
+@pytest.mark.parametrize("mesh", [(2, 4), (1, 8)], ids=str)
+def test_sharded_generation_and_caches_equal_unsharded(mesh):
+    """Both caches follow the key kernels: tiny's 4 heads on the model
+    axis of 4, whole on the model axis of 8."""
     lm_unsharded, inputs, expected = unsharded()
-    distribution = distribution_for(type(lm_unsharded.backbone), (2, 4))
+    distribution = distribution_for(type(lm_unsharded.backbone), mesh)
     with distribution.scope():
         backbone = build_with_weights(
             type(lm_unsharded.backbone),
@@ -119,12 +121,13 @@ def test_sharded_generation_and_caches_equal_unsharded():
         self_plans, cross_plans = lm._cache_plans()
     np.testing.assert_array_equal(actual["decoder_token_ids"], expected)
     layers = backbone.num_layers
-    assert [p.spec[3] for p in self_plans + cross_plans] == ["model"] * (
+    heads = "model" if backbone.num_heads % mesh[1] == 0 else None
+    assert [p.spec[3] for p in self_plans + cross_plans] == [heads] * (
         2 * layers
     )
     expected_sharding = jax.sharding.NamedSharding(
         distribution.device_mesh.backend_mesh,
-        jax.sharding.PartitionSpec("batch", None, None, "model", None),
+        jax.sharding.PartitionSpec("batch", None, None, heads, None),
     )
     # The cross-attention caches span the encoder's (FRAMES + 1) // 2.
     assert cross[-1].shape[2] == (FRAMES + 1) // 2
