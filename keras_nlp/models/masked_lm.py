@@ -28,10 +28,10 @@ from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.task_checks import check_backbone
+from keras_nlp.models.task_head_layout import combined_plan
+from keras_nlp.models.task_head_layout import plan_head
 from keras_nlp.models.task_preprocessing import TextInputsMixin
-from keras_nlp.models.text_classifier import check_sample_preprocessor
-from keras_nlp.models.text_classifier import combined_plan
-from keras_nlp.models.text_classifier import plan_head
+from keras_nlp.models.task_preprocessing import check_sample_preprocessor
 from keras_nlp.saving.huggingface.export import exporting_task_head
 from keras_nlp.saving.huggingface.export import task_head_export
 from keras_nlp.saving.huggingface.loading import huggingface_task_head

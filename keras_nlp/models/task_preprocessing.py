@@ -485,3 +485,21 @@ def is_text_columns(x):
         and len(x) > 0
         and all(is_text(value) for value in x.values())
     )
+
+
+def check_sample_preprocessor(task_name, preprocessor):
+    """Raises unless `preprocessor` is `None` or callable on raw samples.
+
+    Raises:
+        ValueError: naming the object and what is accepted.
+    """
+    if preprocessor is None or is_sample_preprocessor(preprocessor):
+        return
+    raise ValueError(
+        f"{task_name}'s `preprocessor` must pack text into the backbone's "
+        "inputs when called as `preprocessor(x, y, sample_weight)`: a "
+        "keras_nlp.tokenizers.ClassifierPreprocessor, or keras-hub's "
+        "preprocessor of the task (e.g. keras_hub.models."
+        "BertTextClassifierPreprocessor). Received: "
+        f"{library_of(preprocessor)}."
+    )

@@ -16,17 +16,13 @@ width on the model axis, the few classes whole). The classifier's
 `layout_plan` covers both, and every built variable is checked against it.
 """
 
-import dataclasses
-
 import keras
 
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import bind_active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
-from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
-from keras_nlp.distribution.rules import normalize_rules
 from keras_nlp.distribution.shapes import VariableInfo
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.layout_rules import named_rule
@@ -35,9 +31,10 @@ from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.families.bert import POOLED_DIMS
 from keras_nlp.models.task_checks import TaskRegistry
 from keras_nlp.models.task_checks import check_backbone
-from keras_nlp.models.task_checks import library_of
+from keras_nlp.models.task_head_layout import combined_plan
+from keras_nlp.models.task_head_layout import plan_head
 from keras_nlp.models.task_preprocessing import TextInputsMixin
-from keras_nlp.models.task_preprocessing import is_sample_preprocessor
+from keras_nlp.models.task_preprocessing import check_sample_preprocessor
 from keras_nlp.saving.huggingface.export import exporting_task_head
 from keras_nlp.saving.huggingface.export import task_head_export
 from keras_nlp.saving.huggingface.loading import huggingface_task_head
@@ -588,56 +585,5 @@ class TextClassifier(TextInputsMixin, BackboneTaskConfig, keras.Model):
         return classifier
 
 
-def check_sample_preprocessor(task_name, preprocessor):
-    """Raises unless `preprocessor` is `None` or callable on raw samples.
-
-    Raises:
-        ValueError: naming the object and what is accepted.
-    """
-    if preprocessor is None or is_sample_preprocessor(preprocessor):
-        return
-    raise ValueError(
-        f"{task_name}'s `preprocessor` must pack text into the backbone's "
-        "inputs when called as `preprocessor(x, y, sample_weight)`: a "
-        "keras_nlp.tokenizers.ClassifierPreprocessor, or keras-hub's "
-        "preprocessor of the task (e.g. keras_hub.models."
-        "BertTextClassifierPreprocessor). Received: "
-        f"{library_of(preprocessor)}."
-    )
-
-
 def _kernel_initializer():
     return keras.initializers.TruncatedNormal(stddev=0.02)
-
-
-def plan_head(owner, rules, variables, layout_map):
-    """Resolves a task head's layout rules on `layout_map`'s mesh and axes.
-
-    Args:
-        owner: the task class name, for messages.
-        rules: the head's layout rules (as `Backbone._layout_rules`).
-        variables: the head's `VariableInfo`s (the backbone's are planned
-            by the backbone).
-        layout_map: the active `BackboneLayoutMap`.
-
-    Returns:
-        The head's `LayoutPlan`.
-    """
-    return resolve_layout(
-        normalize_rules(rules, owner),
-        variables,
-        layout_map.request,
-        owner=owner,
-    )
-
-
-def combined_plan(task, head_plan):
-    """The `LayoutPlan` of `task`'s backbone and head, or `None`."""
-    backbone_plan = task.backbone.layout_plan
-    if head_plan is None or backbone_plan is None:
-        return None
-    return dataclasses.replace(
-        backbone_plan,
-        backbone=type(task).__name__,
-        weights=backbone_plan.weights + head_plan.weights,
-    )
