@@ -26,7 +26,6 @@ from keras_nlp.distribution.activations import unpinned_outputs
 from keras_nlp.distribution.array_placement import allocate_caches
 from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.layout_map import active_layout_map
-from keras_nlp.distribution.layout_map import bind_active_layout_map
 from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.backbone import BackboneTaskConfig
@@ -144,7 +143,6 @@ class CausalLM(
         tokenizer_of(preprocessor, type(self).__name__)
         expected = self.backbone_cls or Backbone
         check_backbone(type(self).__name__, expected, backbone)
-        bind_active_layout_map(backbone)
         if getattr(backbone, "decoder_stack", None) is None:
             raise ValueError(
                 f"{type(backbone).__name__} is not a decoder backbone (it "

@@ -17,7 +17,6 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.layout_map import active_layout_map
-from keras_nlp.distribution.layout_map import bind_active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
@@ -182,7 +181,6 @@ class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
                 "e.g. keras_nlp.models.BertMaskedLM."
             )
         check_backbone(name, self.backbone_cls, backbone)
-        bind_active_layout_map(backbone)
         check_sample_preprocessor(name, preprocessor)
         layout_map = active_layout_map()
         head_plan = None

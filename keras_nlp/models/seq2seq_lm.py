@@ -31,7 +31,6 @@ from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.kv_cache import AttentionCache
 from keras_nlp.distribution.kv_cache import plan_kv_caches
 from keras_nlp.distribution.layout_map import active_layout_map
-from keras_nlp.distribution.layout_map import bind_active_layout_map
 from keras_nlp.distribution.layout_map import constrain
 from keras_nlp.models.backbone import BackboneTaskConfig
 from keras_nlp.models.causal_lm import RESIDUAL_STREAM
@@ -176,7 +175,6 @@ class Seq2SeqLM(
                 f"{type(backbone).__name__}."
             )
         check_backbone(type(self).__name__, self.backbone_cls, backbone)
-        bind_active_layout_map(backbone)
         super().__init__(**kwargs)
         self.backbone = backbone
         if preprocessor is not None:

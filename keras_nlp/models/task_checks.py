@@ -6,6 +6,8 @@ is the likeliest mistake, so errors name the library an object comes
 from and how to build ours from the same weights.
 """
 
+from keras_nlp.distribution.layout_map import bind_active_layout_map
+
 
 def library_of(obj):
     """`"keras_hub.models.LlamaBackbone"`-like name of an object's class,
@@ -18,13 +20,17 @@ def library_of(obj):
 
 
 def check_backbone(task_name, expected, backbone):
-    """Raises unless `backbone` is an `expected` (a backbone class).
+    """Raises unless `backbone` is an `expected` (a backbone class); then
+    binds the active distribution's layout map to it, if not bound yet
+    (`bind_active_layout_map`: the task's own variables, its optimizer's
+    and head's, are then laid out under that map).
 
     Raises:
         ValueError: naming the class received and its library; for a
             keras-hub backbone, how to load its weights into ours.
     """
     if isinstance(backbone, expected):
+        bind_active_layout_map(backbone)
         return
     message = (
         f"{task_name} takes a keras_nlp.models.{expected.__name__}. "

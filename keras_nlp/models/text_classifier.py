@@ -19,7 +19,6 @@ width on the model axis, the few classes whole). The classifier's
 import keras
 
 from keras_nlp.distribution.layout_map import active_layout_map
-from keras_nlp.distribution.layout_map import bind_active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
@@ -268,7 +267,6 @@ class TextClassifier(TextInputsMixin, BackboneTaskConfig, keras.Model):
                 "TextClassifier.from_preset(dir, num_classes=...)."
             )
         check_backbone(name, self.backbone_cls, backbone)
-        bind_active_layout_map(backbone)
         for label, value in (
             ("num_classes", num_classes),
             ("hidden_dim", hidden_dim),
