@@ -71,7 +71,7 @@ def _zoo_class(item):
     return None
 
 
-def _group_by_shared_models(items):
+def pytest_itemcollected(item):
     """Groups tests that share built models onto one worker.
 
     With `--dist loadgroup` (pyproject's addopts), xdist sends each group
@@ -80,15 +80,42 @@ def _group_by_shared_models(items):
     is the class. Any other test is grouped with its module, whose
     module-level caches and fixtures then build once instead of once per
     worker.
+
+    The marker is added as each test is collected: xdist reads the groups
+    into the node ids in its `pytest_collection_modifyitems`, so a marker
+    added there (or later) groups nothing and every test is sent alone.
     """
-    for item in items:
-        zoo_class = _zoo_class(item)
-        group = f"zoo-{zoo_class}" if zoo_class else item.nodeid.split("::")[0]
-        item.add_marker(pytest.mark.xdist_group(group))
-        item.stash[_GROUP] = group
+    zoo_class = _zoo_class(item)
+    group = f"zoo-{zoo_class}" if zoo_class else item.nodeid.split("::")[0]
+    item.add_marker(pytest.mark.xdist_group(group))
+    item.stash[_GROUP] = group
 
 
 _GROUP = pytest.StashKey[str]()
+
+
+def pytest_xdist_node_collection_finished(node, ids):
+    """Stops a run whose tests xdist did not tag with their group.
+
+    The tag (`@group` after the node id) is how `--dist=loadgroup` keeps a
+    group on one worker; without it every test is sent alone, each worker
+    builds the shared models again, and nothing fails, only the suite
+    slows (pytest 9.2 with xdist 3.8 did this: pyproject pins pytest).
+    Checked here, on the controller: an error raised in a worker's
+    collection reaches the terminal as an unrelated INTERNALERROR.
+    """
+    if node.config.getvalue("dist") != "loadgroup" or not ids:
+        return
+    untagged = [nodeid for nodeid in ids if "@" not in nodeid]
+    if untagged:
+        pytest.exit(
+            f"{len(untagged)} of {len(ids)} tests carry no xdist group in "
+            f"their node id (first: {untagged[0]}), so --dist=loadgroup "
+            "would send each alone. This pytest-xdist cannot tag this "
+            "pytest's node ids: install the versions pyproject.toml's "
+            "`test` extra names (pip install -e '.[test]').",
+            returncode=pytest.ExitCode.USAGE_ERROR,
+        )
 
 
 @pytest.hookimpl(wrapper=True)
@@ -157,7 +184,6 @@ _MAPPINGS_HIGH = 25_000
 
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
-    _group_by_shared_models(items)
     if keras.backend.backend() == "jax":
         import jax
 
