@@ -285,15 +285,20 @@ def test_keras_hub_preprocessor_packs_text_for_generate_and_fit(tmp_path):
     history = lm.fit(x=TEXTS, batch_size=2, epochs=2, verbose=0)
     assert history.history["loss"][1] < history.history["loss"][0]
     vocabulary_size = ref.config["vocabulary_size"]
-    assert lm.predict(TEXTS, verbose=0).shape == (2, 8, vocabulary_size)
+    predicted = lm.predict(TEXTS, verbose=0)
+    assert predicted.shape == (2, 8, vocabulary_size)
 
-    # A saved model loads as the same class with the same outputs.
+    # A saved model loads as the same class with the same outputs
+    # (compiled: eager calls cost seconds each). The preprocessor is host
+    # code and is not saved: it is set again.
     path = tmp_path / "model.keras"
-    inputs = {"token_ids": tokens, "padding_mask": np.ones_like(tokens)}
     lm.save(path)
     restored = keras.saving.load_model(path)
-    assert type(restored) is type(lm)
-    np.testing.assert_allclose(restored(inputs), lm(inputs), atol=1e-6)
+    assert type(restored) is type(lm) and restored.preprocessor is None
+    restored.preprocessor = preprocessor
+    np.testing.assert_allclose(
+        restored.predict(TEXTS, verbose=0), predicted, atol=1e-6
+    )
 
 
 def test_bfloat16_causal_lm_generates_text_with_keras_hubs_preprocessor():
