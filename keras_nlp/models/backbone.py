@@ -76,8 +76,10 @@ class BackboneTaskConfig:
     and the arguments its head adds (`head_config()`), a mixin of
     `keras.Model` (every task here).
 
-    A preprocessor or tokenizer is host code and is not stored (presets
-    keep the tokenizer's files).
+    A preprocessor that is a Keras layer (keras-hub's) is stored as
+    keras-hub stores it: its config here, its vocabulary as the `.keras`
+    file's assets, so a reloaded task takes text again. Ours (tokenizer
+    files read on the host) is not: presets keep the tokenizer's files.
     """
 
     def head_config(self):
@@ -85,19 +87,25 @@ class BackboneTaskConfig:
         return {}
 
     def get_config(self):
-        return {
+        config = {
             "backbone": serialize_backbone(self.backbone),
             **self.head_config(),
             "name": self.name,
             "trainable": self.trainable,
         }
+        preprocessor = getattr(self, "preprocessor", None)
+        if isinstance(preprocessor, keras.layers.Layer):
+            config["preprocessor"] = keras.saving.serialize_keras_object(
+                preprocessor
+            )
+        return config
 
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        config["backbone"] = keras.saving.deserialize_keras_object(
-            config["backbone"]
-        )
+        for key in ("backbone", "preprocessor"):
+            if isinstance(config.get(key), dict):
+                config[key] = keras.saving.deserialize_keras_object(config[key])
         return cls(**config)
 
 

@@ -288,14 +288,17 @@ def test_keras_hub_preprocessor_packs_text_for_generate_and_fit(tmp_path):
     predicted = lm.predict(TEXTS, verbose=0)
     assert predicted.shape == (2, 8, vocabulary_size)
 
-    # A saved model loads as the same class with the same outputs
-    # (compiled: eager calls cost seconds each). The preprocessor is host
-    # code and is not saved: it is set again.
+    # A saved model loads as the same class, with keras-hub's preprocessor
+    # and its vocabulary, and the same outputs (compiled: eager calls cost
+    # seconds each).
     path = tmp_path / "model.keras"
     lm.save(path)
     restored = keras.saving.load_model(path)
-    assert type(restored) is type(lm) and restored.preprocessor is None
-    restored.preprocessor = preprocessor
+    assert type(restored) is type(lm)
+    assert type(restored.preprocessor) is type(preprocessor)
+    assert restored.preprocessor.tokenizer.vocabulary == (
+        preprocessor.tokenizer.vocabulary
+    )
     np.testing.assert_allclose(
         restored.predict(TEXTS, verbose=0), predicted, atol=1e-6
     )
