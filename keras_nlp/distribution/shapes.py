@@ -2,12 +2,23 @@
 
 import dataclasses
 import math
+import threading
 
 import keras
 
 from keras_nlp.distribution.activations import describe_layers
 from keras_nlp.distribution.dims import declared_dims
 from keras_nlp.distribution.kv_cache import describe_caches
+
+# How many abstract builds this thread is inside (they nest: a backbone
+# built abstractly may plan another).
+_abstract_builds = threading.local()
+
+
+def in_abstract_build():
+    """Whether this thread is building a model abstractly (see
+    `abstract_build`): its variables are never allocated."""
+    return getattr(_abstract_builds, "depth", 0) > 0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,10 +87,12 @@ def abstract_build(build_model):
 
     key = "uninitialized_variables"
     before = list(global_state.get_global_attribute(key, []) or [])
+    _abstract_builds.depth = getattr(_abstract_builds, "depth", 0) + 1
     try:
         with keras.StatelessScope(initialize_variables=False):
             build_and_record()
     finally:
+        _abstract_builds.depth -= 1
         # Variables created here are deferred when a stateless scope is
         # active (a loader's): forget them, or the next scope to exit
         # would allocate the whole abstract model.

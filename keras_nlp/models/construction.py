@@ -12,6 +12,7 @@ import inspect
 import re
 import threading
 
+from keras_nlp.distribution.capacity import check_allocatable
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.models.lora import LORA_CONFIG_KEYS
@@ -84,6 +85,17 @@ def _check_sizes(cls, init, arguments):
                 "every published checkpoint (a larger one would take "
                 f"forever to build or plan). Received: {name}={value!r}."
             )
+
+
+def _size_arguments(arguments):
+    """The config's size arguments that are set: name -> positive int."""
+    return {
+        name: value
+        for name, value in arguments.items()
+        if _SIZE_ARGUMENT.fullmatch(name)
+        and isinstance(value, int)
+        and not isinstance(value, bool)
+    }
 
 
 def _size_limit(name):
@@ -230,6 +242,13 @@ def backbone_constructor(init):
         plan = None
         if layout_map is not None:
             plan = layout_map.bind(type(self), arguments)
+        check_allocatable(
+            type(self),
+            arguments,
+            _size_arguments(arguments),
+            plan,
+            None if layout_map is None else layout_map.device_mesh,
+        )
         lora = {key: kwargs.pop(key, None) for key in LORA_CONFIG_KEYS}
         _construction.depth = 1
         try:
