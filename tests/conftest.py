@@ -94,6 +94,8 @@ def pytest_itemcollected(item):
 _GROUP = pytest.StashKey[str]()
 
 
+# Optional: a run without xdist (`-p no:xdist`) has no such hook.
+@pytest.hookimpl(optionalhook=True)
 def pytest_xdist_node_collection_finished(node, ids):
     """Stops a run whose tests xdist did not tag with their group.
 
