@@ -3,7 +3,7 @@
 A backbone's constructor allocates every variable. A config whose weights
 are larger than the memory they would go to (the host's for CPU devices,
 the accelerator's own otherwise) used to fail deep inside the backend,
-after a long wait or with an `OverflowError`, or took the machine down.
+with an `OverflowError` or out of memory, after allocating what fitted.
 `check_allocatable` estimates the bytes first and raises a `ValueError`
 that gives the size, the largest weight and the arguments its shape comes
 from; planning (`Backbone.plan_layout`, `python -m keras_nlp plan`) still
