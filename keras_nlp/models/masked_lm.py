@@ -146,6 +146,9 @@ class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
             `XMaskedLMPreprocessor` (it picks the masked positions), or
             any callable as `preprocessor(x, y, sample_weight)` returning
             the inputs dict with `mask_positions`.
+        layer_norm_epsilon: keyword-only, the epsilon of the head's
+            LayerNorm: keras-hub's 1e-5 by default; a Hugging Face
+            checkpoint's head sets its own (BERT's 1e-12) in `from_preset`.
         **kwargs: forwarded to `keras.Model`.
 
     Example:
@@ -173,7 +176,9 @@ class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
     backbone_cls = None
     intermediate_activation = "gelu"
 
-    def __init__(self, backbone, preprocessor=None, **kwargs):
+    def __init__(
+        self, backbone, preprocessor=None, *, layer_norm_epsilon=1e-5, **kwargs
+    ):
         name = type(self).__name__
         if self.backbone_cls is None:
             raise ValueError(
@@ -204,6 +209,7 @@ class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
         head = MaskedLMHead(
             backbone.token_embedding,
             self.intermediate_activation,
+            layer_norm_epsilon=layer_norm_epsilon,
             dtype=backbone.dtype_policy,
             name=HEAD_NAME,
         )
@@ -212,12 +218,16 @@ class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
         self.backbone = backbone
         self.preprocessor = preprocessor
         self.masked_lm_head = head
+        self.layer_norm_epsilon = layer_norm_epsilon
         self._head_plan = head_plan
         if head_plan is not None:
             verify_layouts(self, self.layout_plan, layout_map.device_mesh)
 
     def _input_names(self):
         return (*self.backbone.input, "mask_positions")
+
+    def head_config(self):
+        return {"layer_norm_epsilon": self.layer_norm_epsilon}
 
     @staticmethod
     def _head_variable_infos(backbone):
@@ -336,7 +346,13 @@ class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
             v.path: keras.ops.convert_to_numpy(v.value)
             for v in self._head_variables()
         }
-        write_head(preset_dir, HEAD_FILES, type(self).__name__, {}, weights)
+        write_head(
+            preset_dir,
+            HEAD_FILES,
+            type(self).__name__,
+            self.head_config(),
+            weights,
+        )
 
     @classmethod
     def from_preset(cls, preset, load_weights=True, **kwargs):
@@ -365,8 +381,17 @@ class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
         backbone = cls.backbone_cls.from_preset(
             preset, load_weights=load_weights, **kwargs
         )
-        masked_lm = cls(backbone, preprocessor=preprocessor)
         stored, weights = read_head(preset, HEAD_FILES)
+        # The head computes what its weights were trained with: a Hugging
+        # Face head's epsilon, or the one saved with the head.
+        arguments = {}
+        if found is not None and found.head is not None:
+            arguments = found.head.task_arguments
+        elif stored is not None and isinstance(stored.get("config"), dict):
+            epsilon = stored["config"].get("layer_norm_epsilon")
+            if isinstance(epsilon, float) and epsilon > 0:
+                arguments = {"layer_norm_epsilon": epsilon}
+        masked_lm = cls(backbone, preprocessor=preprocessor, **arguments)
         if found is not None and found.head is not None:
             if load_weights:
                 load_head_weights(

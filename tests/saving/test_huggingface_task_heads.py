@@ -188,10 +188,9 @@ CASES = [
             "bert.embeddings.word_embeddings.weight",
             1e-12,
         ),
+        # The head's LayerNorm takes the checkpoint's 1e-12 (keras-hub's
+        # 1e-5 was 7.8e-5 apart here).
         drop="bert.pooler.",
-        # Our head's LayerNorm has keras-hub's epsilon, 1e-5, BERT's
-        # 1e-12: 7.8e-5 apart here (3.4e-7 with 1e-5 in the reference).
-        atol=2e-4,
     ),
     HeadCase(
         "roberta_masked_lm",
@@ -233,8 +232,6 @@ CASES = [
             "distilbert.embeddings.word_embeddings.weight",
             1e-12,
         ),
-        # As BERT's: keras-hub's epsilon, 1e-5, against 1e-12.
-        atol=2e-4,
     ),
     HeadCase(
         "albert_classifier",
@@ -245,7 +242,7 @@ CASES = [
         _bert_classifier,
     ),
     # Dense to the embedding width, `gelu_new` (ALBERT's default), the
-    # LayerNorm at 1e-12 (ours 1e-5, as BERT's).
+    # LayerNorm at 1e-12, as BERT's.
     HeadCase(
         "albert_masked_lm",
         "AlbertMaskedLM",
@@ -266,7 +263,6 @@ CASES = [
             activation=_tanh_gelu,
         ),
         drop="albert.pooler",
-        atol=2e-4,
     ),
 ]
 _BY_NAME = {case.name: case for case in CASES}
@@ -362,6 +358,12 @@ def test_head_loads_and_exports(case, encoders, tmp_path):
         }
     reloaded = task_cls.from_preset(str(tmp_path / "export"))
     np.testing.assert_array_equal(_logits(reloaded, inputs), logits)
+    if case.masked:
+        # Our own preset keeps the head's epsilon (the checkpoint's).
+        ours.save_to_preset(str(tmp_path / "ours"))
+        reloaded = task_cls.from_preset(str(tmp_path / "ours"))
+        assert reloaded.layer_norm_epsilon == ours.layer_norm_epsilon
+        np.testing.assert_array_equal(_logits(reloaded, inputs), logits)
 
 
 @pytest.mark.parametrize("name", ["roberta_classifier", "bert_masked_lm"])

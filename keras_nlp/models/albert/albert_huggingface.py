@@ -16,6 +16,7 @@ default `"gelu_new"`.
 import dataclasses
 
 from keras_nlp.models.bert.bert_huggingface import ENCODER_IGNORED_FIELDS
+from keras_nlp.models.bert.bert_huggingface import LAYER_NORM_EPSILON
 from keras_nlp.models.bert.bert_huggingface import POSITION_IDS
 from keras_nlp.models.bert.bert_huggingface import TANH_GELUS
 from keras_nlp.models.bert.bert_huggingface import read_encoder
@@ -40,7 +41,7 @@ from keras_nlp.saving.huggingface import register_task_head
 
 
 def _from_hf(hf):
-    config = read_encoder(hf, 1e-12)
+    config = read_encoder(hf, LAYER_NORM_EPSILON)
     config["hidden_activation"] = read_gelu(hf, default="gelu_new")
     groups = hf.get("num_hidden_groups", 1)
     if config["num_layers"] % groups:
@@ -64,7 +65,7 @@ def _from_hf(hf):
 
 def _to_hf(config):
     return {
-        **write_encoder(config, 1e-12),
+        **write_encoder(config, LAYER_NORM_EPSILON),
         **write_gelu(config),
         "embedding_size": config["embedding_dim"],
         "num_hidden_groups": config["num_groups"],
@@ -176,5 +177,6 @@ register_task_head(
         check=activation_check(
             "hidden_act", "gelu_new", TANH_GELUS, "AlbertMaskedLM"
         ),
+        task_arguments={"layer_norm_epsilon": LAYER_NORM_EPSILON},
     )
 )

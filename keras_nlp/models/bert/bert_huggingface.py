@@ -135,6 +135,11 @@ def encoder_block_weights(ours, theirs):
     ]
 
 
+# The epsilon of every BERT LayerNorm, the head's included: the backbone's,
+# and the only `layer_norm_eps` its loader accepts.
+LAYER_NORM_EPSILON = 1e-12
+
+
 def read_encoder(hf, layer_norm_epsilon):
     """The arguments BERT-style encoders share, read from `hf`.
 
@@ -181,7 +186,7 @@ def write_encoder(config, layer_norm_epsilon):
 
 
 def _from_hf(hf):
-    config = read_encoder(hf, 1e-12)
+    config = read_encoder(hf, LAYER_NORM_EPSILON)
     config["hidden_activation"] = read_gelu(hf, default="gelu")
     config["max_sequence_length"] = hf.get("max_position_embeddings", 512)
     config["num_segments"] = hf.get("type_vocab_size", 2)
@@ -190,7 +195,7 @@ def _from_hf(hf):
 
 def _to_hf(config):
     return {
-        **write_encoder(config, 1e-12),
+        **write_encoder(config, LAYER_NORM_EPSILON),
         **write_gelu(config),
         "max_position_embeddings": config["max_sequence_length"],
         "type_vocab_size": config["num_segments"],
@@ -261,5 +266,8 @@ register_task_head(
         also_loads=("BertForPreTraining",),
         ignorable_tensors=(r"cls\.predictions\.decoder\.(weight|bias)",),
         check=activation_check("hidden_act", "gelu", ("gelu",), "BertMaskedLM"),
+        # The transform's LayerNorm uses `layer_norm_eps`, which the
+        # backbone's loader requires to be 1e-12.
+        task_arguments={"layer_norm_epsilon": LAYER_NORM_EPSILON},
     )
 )

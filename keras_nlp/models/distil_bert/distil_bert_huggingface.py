@@ -168,5 +168,7 @@ register_task_head(
             "vocab_transform", "vocab_layer_norm", "vocab_projector.bias"
         ),
         ignorable_tensors=(r"vocab_projector\.weight",),
+        # `vocab_layer_norm` has Hugging Face's fixed 1e-12.
+        task_arguments={"layer_norm_epsilon": 1e-12},
     )
 )

@@ -58,6 +58,9 @@ class TaskHead:
         check: optional `(config.json data, path) -> None`, raising
             `PresetError` for a config whose head computes what ours
             cannot (another activation).
+        task_arguments: dict of the task constructor's arguments that
+            make our head compute Hugging Face's (the head LayerNorm's
+            epsilon).
     """
 
     model_type: str
@@ -67,6 +70,7 @@ class TaskHead:
     also_loads: tuple = ()
     ignorable_tensors: tuple = ()
     check: object = None
+    task_arguments: dict = dataclasses.field(default_factory=dict)
 
     @property
     def architectures(self):
