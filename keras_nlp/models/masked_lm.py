@@ -36,6 +36,7 @@ from keras_nlp.saving.huggingface.export import task_head_export
 from keras_nlp.saving.huggingface.loading import huggingface_task_head
 from keras_nlp.saving.huggingface.loading import load_head_weights
 from keras_nlp.saving.huggingface.task_heads import MASKED_LM
+from keras_nlp.saving.preset_files import PresetError
 from keras_nlp.saving.task_head_files import assign_stored_head
 from keras_nlp.saving.task_head_files import read_head
 from keras_nlp.saving.task_head_files import write_head
@@ -123,6 +124,23 @@ class MaskedLMHead(keras.layers.Layer):
         x = self.intermediate_layer_norm(self.intermediate_dense(x))
         logits = self.token_embedding(x, reverse=True)
         return logits + ops.cast(self.output_bias, logits.dtype)
+
+
+def _stored_arguments(config, preset):
+    """The head's constructor arguments saved in `masked_lm.json`
+    (none before the epsilon was saved)."""
+    if "layer_norm_epsilon" not in config:
+        return {}
+    epsilon = config["layer_norm_epsilon"]
+    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)):
+        epsilon = None
+    if epsilon is None or not epsilon > 0:
+        raise PresetError(
+            f"{preset}: {HEAD_FILES}.json's layer_norm_epsilon must be a "
+            "positive number, as `save_to_preset` writes it. Received: "
+            f"{config['layer_norm_epsilon']!r}."
+        )
+    return {"layer_norm_epsilon": float(epsilon)}
 
 
 class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
@@ -388,9 +406,7 @@ class MaskedLM(TextInputsMixin, BackboneTaskConfig, keras.Model):
         if found is not None and found.head is not None:
             arguments = found.head.task_arguments
         elif stored is not None and isinstance(stored.get("config"), dict):
-            epsilon = stored["config"].get("layer_norm_epsilon")
-            if isinstance(epsilon, float) and epsilon > 0:
-                arguments = {"layer_norm_epsilon": epsilon}
+            arguments = _stored_arguments(stored["config"], preset)
         masked_lm = cls(backbone, preprocessor=preprocessor, **arguments)
         if found is not None and found.head is not None:
             if load_weights:

@@ -79,3 +79,21 @@ def test_a_head_that_does_not_fit_is_not_loaded_and_says_why(
         tmp_path,
     )
     np.testing.assert_array_equal(fitting.numpy(), WEIGHTS["logits/kernel"])
+
+
+@pytest.mark.parametrize("value", ["1e-12", 0, -1e-5, True, None])
+def test_a_masked_lm_heads_stored_epsilon_must_be_positive(value):
+    from keras_nlp.models.masked_lm import _stored_arguments
+
+    with pytest.raises(PresetError) as error:
+        _stored_arguments({"layer_norm_epsilon": value}, "dir")
+    assert str(error.value) == (
+        "dir: masked_lm.json's layer_norm_epsilon must be a positive "
+        "number, as `save_to_preset` writes it. Received: "
+        f"{value!r}."
+    )
+    # Files written before the epsilon was saved hold none.
+    assert _stored_arguments({}, "dir") == {}
+    assert _stored_arguments({"layer_norm_epsilon": 1e-12}, "dir") == {
+        "layer_norm_epsilon": 1e-12
+    }

@@ -70,7 +70,7 @@ class TaskHead:
     also_loads: tuple = ()
     ignorable_tensors: tuple = ()
     check: object = None
-    task_arguments: dict = dataclasses.field(default_factory=dict)
+    task_arguments: dict = dataclasses.field(default_factory=dict, hash=False)
 
     @property
     def architectures(self):
