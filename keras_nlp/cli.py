@@ -2,6 +2,7 @@
 
 import argparse
 import importlib.util
+import json
 import os
 import sys
 
@@ -146,6 +147,24 @@ def _add_decision_arguments(plan):
         "--strict",
         action="store_true",
         help="fail instead of replicating a weight whose rule cannot apply",
+    )
+    plan.add_argument(
+        "--device",
+        default=None,
+        help=(
+            "the accelerator: h100-80gb, a100-40gb, a100-80gb, l4-24gb, "
+            "tpu-v5e, tpu-v5p or tpu-v6e. The cost model uses its "
+            "bandwidths, and the weights per device are compared with its "
+            "memory"
+        ),
+    )
+    plan.add_argument(
+        "--device-memory",
+        default=None,
+        help=(
+            "the memory of one device, e.g. 24GiB or 80GB (overrides "
+            "--device's); the weights per device are compared with it"
+        ),
     )
     plan.add_argument(
         "--lora-rank",
@@ -341,6 +360,9 @@ def _plan(args):
         _check_output_file(args.svg, "--svg")
     # Keras is imported from here on.
     from keras_nlp.distribution import MeshShape
+    from keras_nlp.distribution.devices import device_profile
+    from keras_nlp.distribution.devices import parse_memory
+    from keras_nlp.distribution.devices import weights_on_device
     from keras_nlp.models import Backbone
 
     axis_names = None
@@ -349,6 +371,12 @@ def _plan(args):
     mesh = MeshShape.parse(args.mesh, axis_names)
     _check_mesh_size(mesh)
     _check_preset(args.preset)
+    profile = None if args.device is None else device_profile(args.device)
+    memory = None
+    if args.device_memory is not None:
+        memory = parse_memory(args.device_memory)
+    elif profile is not None:
+        memory = profile.memory_bytes
     data_axis = None if args.data_axis.lower() == "none" else args.data_axis
 
     def plan_for(mesh, strict=False):
@@ -364,14 +392,30 @@ def _plan(args):
             tokens_per_step=args.tokens_per_step,
             dtype=args.dtype,
             lora_rank=args.lora_rank,
+            device=profile,
         )
 
     plan = plan_for(mesh, strict=args.strict)
+    device_line = fits = None
+    if memory is not None:
+        device_line, fits = weights_on_device(
+            plan, memory, profile and profile.description
+        )
     if args.json:
-        print(plan.to_json())
+        data = plan.to_dict()
+        if memory is not None:
+            data["device"] = {
+                **(profile.to_dict() if profile else {}),
+                "memory_bytes": memory,
+                "weights_bytes_per_device": plan.bytes_per_device,
+                "weights_fit": fits,
+            }
+        print(json.dumps(data))
     else:
         # The terminal's width, else COLUMNS, else 100 (plan_console).
         plan.print(all_weights=args.all)
+        if device_line:
+            print(device_line)
     if args.svg:
         _write_output_file(args.svg, "--svg", plan.to_svg(all_weights=args.all))
         print(f"wrote {args.svg}", file=sys.stderr)

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from keras_nlp.cli import main
 from keras_nlp.distribution import MeshShape
+from keras_nlp.distribution.devices import parse_memory
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.preset_counting import built_in_presets
@@ -311,7 +312,66 @@ BAD_INPUTS = {
         gemma_config_json(num_query_heads=0),
         ["`num_query_heads` must be a positive integer"],
     ),
+    "unknown device": (
+        ["gemma_2b_en", "--mesh", "1x2", "--device", "v100"],
+        None,
+        [
+            "Unknown device 'v100'. Known devices: h100-80gb, a100-40gb, "
+            "a100-80gb, l4-24gb, tpu-v5e, tpu-v5p, tpu-v6e; or give the "
+            "memory with --device-memory (e.g. 24GiB)."
+        ],
+    ),
+    "memory without a number": (
+        ["gemma_2b_en", "--mesh", "1x2", "--device-memory", "24 GiBs"],
+        None,
+        [
+            "A memory size must be a positive number with an optional unit",
+            "Received: '24 GiBs'.",
+        ],
+    ),
 }
+
+
+def test_device_compares_the_weights_with_its_memory(capsys):
+    # Gemma 7B's 8.5e9 fp32 weights whole: twice a TPU v5e's 16 GB.
+    assert (
+        main(["plan", "gemma_7b_en", "--mesh", "1x1", "--device", "TPU-v5e"])
+        == 0
+    )
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line.startswith(
+        "device memory:         Google TPU v5e (16 GB), 14.90 GiB: the "
+        "weights take 31.81 GiB per device (213.4%) and do NOT fit;"
+    )
+    plan = run_json(
+        capsys, "gemma_2b_en", "--mesh", "1x8", "--device-memory", "2GiB"
+    )
+    assert plan["device"] == {
+        "memory_bytes": 2**31,
+        "weights_bytes_per_device": plan["max_bytes_per_device"],
+        "weights_fit": plan["max_bytes_per_device"] <= 2**31,
+    }
+    assert plan["device"]["weights_fit"]
+    # Decimal and binary units, as written.
+    assert [parse_memory(t) for t in ("80GB", "1.5 GiB", "1e9", "512")] == [
+        80 * 10**9,
+        3 * 2**29,
+        10**9,
+        512,
+    ]
+    # The device's bandwidths score the choices: an L4's PCIe link is 14x
+    # slower than an H100's NVLink, so fallbacks cost more link time.
+    h100 = GemmaBackbone.plan_layout(
+        {"batch": 2, "model": 4}, preset="gemma_2b_en", device="h100-80gb"
+    )
+    l4 = GemmaBackbone.plan_layout(
+        {"batch": 2, "model": 4}, preset="gemma_2b_en", device="l4-24gb"
+    )
+    key = "decoder_block_0/attention/key/kernel"
+    times = [
+        [c.time_us for c in plan.weight(key).candidates] for plan in (h100, l4)
+    ]
+    assert times[0] and all(b > a for a, b in zip(*times, strict=True))
 
 
 def test_summary_names_the_class_once_without_a_preset():

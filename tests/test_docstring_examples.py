@@ -12,6 +12,7 @@ import keras_nlp.models
 from keras_nlp.distribution import LayoutPlan
 from keras_nlp.distribution import MeshShape
 from keras_nlp.distribution import PlanRequest
+from keras_nlp.distribution import device_profile
 from keras_nlp.distribution import resolve_layout
 from keras_nlp.models import Backbone
 
@@ -26,6 +27,7 @@ DOCUMENTED = {
     "LayoutPlan": LayoutPlan,
     "PlanRequest": PlanRequest,
     "resolve_layout": resolve_layout,
+    "device_profile": device_profile,
 }
 # Every backbone's example builds a tiny model and calls it eagerly (a few
 # seconds of op-by-op compiling each): these run one per kind of inputs and

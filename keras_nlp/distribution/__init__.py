@@ -8,6 +8,9 @@ devices; the multi-process runtime is `keras_nlp.multihost`.
 """
 
 from keras_nlp.distribution.backbone_planner import plan_backbone_layout
+from keras_nlp.distribution.devices import DEVICE_PROFILES
+from keras_nlp.distribution.devices import DeviceProfile
+from keras_nlp.distribution.devices import device_profile
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.layout_errors import LayoutError
@@ -37,6 +40,8 @@ __all__ = [
     "FSDP",
     "MODEL",
     "BackboneLayoutMap",
+    "DEVICE_PROFILES",
+    "DeviceProfile",
     "Fallback",
     "LayoutError",
     "LayoutPlan",
@@ -51,6 +56,7 @@ __all__ = [
     "abstract_variables",
     "declare_dims",
     "declare_einsum_dims",
+    "device_profile",
     "normalize_rules",
     "plan_backbone_layout",
     "resolve_layout",

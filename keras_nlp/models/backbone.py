@@ -7,6 +7,7 @@ import keras
 from keras_nlp.distribution.activations import batch_size_scope
 from keras_nlp.distribution.backbone_planner import plan_backbone_layout
 from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
+from keras_nlp.distribution.devices import device_profile
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.request import PlanRequest
 from keras_nlp.models.construction import backbone_constructor
@@ -69,6 +70,14 @@ def serialize_backbone(backbone):
     if compile_config is not None:
         serialized["compile_config"] = compile_config
     return serialized
+
+
+def _device_cost_model(device):
+    """The cost model of `device` (a name or `DeviceProfile`), or `None`
+    for the default."""
+    if device is None:
+        return None
+    return device_profile(device).cost_model()
 
 
 class BackboneTaskConfig:
@@ -229,6 +238,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         dtype=None,
         lora_rank=None,
         lora_target_names=None,
+        device=None,
     ):
         """Plans where every weight goes on a mesh, without any device.
 
@@ -259,6 +269,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
                 (their layouts derive from their kernels').
             lora_target_names: optional list of layer names for the
                 adapters; defaults to the class's `lora_target_names`.
+            device: optional, as in `get_layout_map`.
 
         Returns:
             A `keras_nlp.distribution.LayoutPlan`.
@@ -273,6 +284,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             policy=policy,
             tokens_per_step=tokens_per_step,
             dtype=dtype,
+            cost_model=_device_cost_model(device),
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "plan_layout"
@@ -304,6 +316,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
         strict=False,
         policy="auto",
         tokens_per_step=DEFAULT_TOKENS_PER_STEP,
+        device=None,
     ):
         """Returns a `keras.distribution.LayoutMap` that fits the real shapes.
 
@@ -350,6 +363,11 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             tokens_per_step: int, the tokens of one training step over all
                 devices, which activation collectives scale with. Defaults
                 to `8 * 2048` (8 sequences of 2048 tokens).
+            device: optional, the accelerator the plan is for: a name of
+                `keras_nlp.distribution.DEVICE_PROFILES` (`"h100-80gb"`,
+                `"l4-24gb"`, `"tpu-v5e"`, ...) or a `DeviceProfile`. The
+                cost model then uses its memory and link bandwidths (the
+                default is an H100-class device).
 
         Returns:
             A `keras_nlp.distribution.BackboneLayoutMap` (a Keras
@@ -402,6 +420,7 @@ class Backbone(LoraMixin, PresetMixin, keras.Model):
             strict=strict,
             policy=policy,
             tokens_per_step=tokens_per_step,
+            cost_model=_device_cost_model(device),
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "get_layout_map"
