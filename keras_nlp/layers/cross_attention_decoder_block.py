@@ -8,6 +8,7 @@ from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.common import check_rates
 from keras_nlp.layers.common import feedforward_denses
 from keras_nlp.layers.dense import fresh_initializer
+from keras_nlp.layers.remat import RematBlock
 from keras_nlp.layers.transformer_encoder import encoder_attention_mask
 
 # keras-hub's `TransformerDecoder` names, which are the checkpoints' paths.
@@ -16,7 +17,7 @@ CROSS_ATTENTION = "cross_attention"
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
-class CrossAttentionDecoderBlock(keras.layers.Layer):
+class CrossAttentionDecoderBlock(RematBlock, keras.layers.Layer):
     """Causal self-attention, cross-attention, then a feed-forward.
 
     The decoder block of BART (post-norm) and Whisper (pre-norm,

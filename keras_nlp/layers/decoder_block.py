@@ -12,6 +12,7 @@ from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.common import get_activation
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.fused_projection import project_together
+from keras_nlp.layers.remat import RematBlock
 
 DEFAULT_SUBLAYER_NAMES = {
     "attention_norm": "self_attention_layernorm",
@@ -59,7 +60,7 @@ def _check_block_options(
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
-class DecoderBlock(keras.layers.Layer):
+class DecoderBlock(RematBlock, keras.layers.Layer):
     """Causal transformer block: attention, then a feed-forward.
 
     Sequential (Llama, Mistral, Qwen, Phi-3, GPT-2, OPT, Bloom, Falcon):

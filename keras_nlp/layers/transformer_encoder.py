@@ -6,6 +6,7 @@ from keras import ops
 from keras_nlp.layers.common import check_rates
 from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.common import feedforward_denses
+from keras_nlp.layers.remat import RematBlock
 
 # keras-hub's `TransformerEncoder` names, which are the checkpoints' paths.
 DEFAULT_SUBLAYER_NAMES = {
@@ -33,7 +34,7 @@ def encoder_attention_mask(padding_mask, query_length):
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
-class TransformerEncoderBlock(keras.layers.Layer):
+class TransformerEncoderBlock(RematBlock, keras.layers.Layer):
     """Bidirectional transformer block (BERT and its relatives, Whisper).
 
     Post-norm (BERT, BART):

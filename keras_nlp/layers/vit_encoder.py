@@ -17,6 +17,7 @@ from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import position_embedding_rules
+from keras_nlp.layers.remat import RematBlock
 
 # The projections are flat `(hidden, heads * head_dim)` in the checkpoints:
 # the concatenated heads are named `heads` (a model axis that divides the
@@ -94,7 +95,7 @@ class VisionSelfAttention(keras.layers.Layer):
         return config
 
 
-class VisionTransformerBlock(keras.layers.Layer):
+class VisionTransformerBlock(RematBlock, keras.layers.Layer):
     """Pre-norm ViT block: self-attention and an MLP, both with biases.
 
     Computes

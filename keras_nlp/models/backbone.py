@@ -10,6 +10,7 @@ from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
 from keras_nlp.distribution.devices import device_profile
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.request import PlanRequest
+from keras_nlp.layers.remat import RematBoundary
 from keras_nlp.models.construction import backbone_constructor
 from keras_nlp.models.lora import LoraMixin
 from keras_nlp.models.lora import check_lora_rank
@@ -80,7 +81,7 @@ def _device_cost_model(device):
     return device_profile(device).cost_model()
 
 
-class BackboneTaskConfig:
+class BackboneTaskConfig(RematBoundary):
     """`get_config` / `from_config` of a task: its backbone, serialized,
     and the arguments its head adds (`head_config()`), a mixin of
     `keras.Model` (every task here).
@@ -118,7 +119,7 @@ class BackboneTaskConfig:
         return cls(**config)
 
 
-class Backbone(LoraMixin, PresetMixin, keras.Model):
+class Backbone(RematBoundary, LoraMixin, PresetMixin, keras.Model):
     """Base class of all backbones: a functional `keras.Model`.
 
     A subclass builds its layers in `__init__` and wires a functional graph

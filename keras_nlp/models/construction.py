@@ -15,6 +15,7 @@ import threading
 from keras_nlp.distribution.capacity import check_allocatable
 from keras_nlp.distribution.layout_map import active_layout_map
 from keras_nlp.distribution.layout_map import verify_layouts
+from keras_nlp.layers.remat import keep_remat_to_blocks
 from keras_nlp.models.lora import LORA_CONFIG_KEYS
 from keras_nlp.saving.huggingface.field_checks import MAX_EXPERTS
 from keras_nlp.saving.huggingface.field_checks import MAX_LAYERS
@@ -255,6 +256,7 @@ def backbone_constructor(init):
             init(self, *args, **kwargs)
         finally:
             _construction.depth = 0
+        keep_remat_to_blocks(self)
         self._constructor_config = {
             key: value
             for key, value in arguments.items()
