@@ -31,6 +31,7 @@ def _parser():
     )
     commands = parser.add_subparsers(dest="command", required=True)
     _add_plan_command(commands)
+    _add_recommend_command(commands)
     return parser
 
 
@@ -52,7 +53,117 @@ def _add_plan_command(commands):
     _add_preset_arguments(plan)
     _add_mesh_arguments(plan)
     _add_decision_arguments(plan)
+    _add_workload_arguments(plan)
     _add_output_arguments(plan)
+
+
+def _add_recommend_command(commands):
+    recommend = commands.add_parser(
+        "recommend",
+        help="rank meshes, policies and remat modes that fit a workload",
+        description=(
+            "Plan a preset on every mesh the devices can form (data x fsdp "
+            "x model, x expert for mixtures of experts), under each "
+            "fallback policy and remat mode; predict each one's memory per "
+            "device, drop what does not fit the device, and print the "
+            "fastest by estimated step time, with why. Nothing is "
+            "allocated."
+        ),
+    )
+    recommend.add_argument("preset", help="a built-in preset or directory")
+    recommend.add_argument(
+        "--devices", type=int, required=True, help="how many devices"
+    )
+    recommend.add_argument(
+        "--device",
+        required=True,
+        help="the accelerator (its memory, FLOP/s and bandwidths): "
+        "h100-80gb, a100-40gb, a100-80gb, l4-24gb, tpu-v5e, tpu-v5p, tpu-v6e",
+    )
+    recommend.add_argument(
+        "--device-memory",
+        default=None,
+        help="overrides the device's memory, e.g. 20GiB",
+    )
+    recommend.add_argument(
+        "--dtype", default=None, help="float32, bfloat16 or float16"
+    )
+    recommend.add_argument(
+        "--lora-rank",
+        type=int,
+        default=None,
+        help="train LoRA adapters of this rank only",
+    )
+    recommend.add_argument(
+        "--top", type=int, default=5, help="how many to show (default 5)"
+    )
+    recommend.add_argument(
+        "--json", action="store_true", help="print one JSON object"
+    )
+    _add_workload_arguments(recommend)
+
+
+def _recommend(args):
+    from keras_nlp.distribution.devices import device_profile
+    from keras_nlp.distribution.devices import parse_memory
+    from keras_nlp.distribution.recommend import DEFAULT_HEADROOM
+    from keras_nlp.distribution.recommend import recommend
+    from keras_nlp.distribution.recommend import smallest_candidate
+    from keras_nlp.models import Backbone
+
+    _check_preset(args.preset)
+    if not args.generate:
+        args.train = True
+    workload = _workload(args)
+    profile = device_profile(args.device)
+    memory = profile.memory_bytes
+    if args.device_memory is not None:
+        memory = parse_memory(args.device_memory)
+    best, candidates = recommend(
+        Backbone,
+        workload,
+        devices=args.devices,
+        device=profile,
+        preset=args.preset,
+        memory_bytes=memory,
+        top=args.top,
+    )
+    usable = memory * DEFAULT_HEADROOM
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "workload": workload.to_dict(),
+                    "device": {**profile.to_dict(), "memory_bytes": memory},
+                    "considered": len(candidates),
+                    "fitting": sum(c.fits for c in candidates),
+                    "best": [c.to_dict() for c in best],
+                }
+            )
+        )
+        return
+    fitting = sum(c.fits for c in candidates)
+    print(
+        f"{args.preset} on {args.devices} x {profile.description}, "
+        f"{workload.describe(remat=False)}: {fitting} of {len(candidates)} "
+        "setups fit "
+        f"(up to {DEFAULT_HEADROOM:.0%} of each device's memory)"
+    )
+    for rank, candidate in enumerate(best, 1):
+        print(
+            f"{rank}. {candidate.mesh_text}, policy {candidate.policy}, "
+            f"remat {candidate.remat}: {candidate.why(usable)}"
+        )
+    if not best:
+        closest = smallest_candidate(candidates)
+        raise ValueError(
+            f"Nothing fits: the smallest setup ({closest.mesh_text}, remat "
+            f"{closest.remat}) needs {closest.memory.total / 2**30:.2f} GiB "
+            f"per device, its largest item "
+            f"{closest.memory.largest[0].replace('_', ' ')}. Use more "
+            "devices, a smaller --batch, --seq or --prompt, --lora-rank, or "
+            "--dtype bfloat16."
+        )
 
 
 def _add_preset_arguments(plan):
@@ -172,6 +283,88 @@ def _add_decision_arguments(plan):
         default=None,
         help="also plan LoRA adapters of this rank on the default targets",
     )
+
+
+def _add_workload_arguments(plan):
+    """What the memory per device is predicted for (see "Will it fit?")."""
+    group = plan.add_argument_group(
+        "will it fit",
+        "per-device memory of a training step or of generation, predicted "
+        "from the plan (keras_nlp.distribution.memory); with --device or "
+        "--device-memory it says whether it fits",
+    )
+    mode = group.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--train", action="store_true", help="a training step's memory"
+    )
+    mode.add_argument(
+        "--generate", action="store_true", help="generation's memory"
+    )
+    group.add_argument(
+        "--batch", type=int, default=8, help="sequences per step (default 8)"
+    )
+    group.add_argument(
+        "--seq",
+        type=int,
+        default=2048,
+        help="tokens per sequence when training (default 2048)",
+    )
+    group.add_argument(
+        "--context",
+        type=int,
+        default=None,
+        help="generation: the cache's length (default --seq)",
+    )
+    group.add_argument(
+        "--prompt",
+        type=int,
+        default=None,
+        help="generation: prompt tokens prefilled at once (default: context)",
+    )
+    group.add_argument(
+        "--optimizer",
+        default="adamw",
+        help="sgd, momentum, adam, adamw (default), lion or adafactor",
+    )
+    group.add_argument(
+        "--remat",
+        default="none",
+        help="none (default) or full: each block keeps only its input",
+    )
+
+
+def _workload(args):
+    """The `Workload` the flags ask for; `None` without --train/--generate."""
+    from keras_nlp.distribution.memory import Workload
+
+    if not (args.train or args.generate):
+        return None
+    if args.generate:
+        return Workload(
+            "generate",
+            args.batch,
+            args.context or args.seq,
+            prompt_length=args.prompt,
+            dtype=args.dtype if args.dtype in _POLICIES else None,
+        )
+    return Workload(
+        "train",
+        args.batch,
+        args.seq,
+        optimizer=args.optimizer,
+        remat=args.remat,
+        lora_rank=args.lora_rank,
+        dtype=args.dtype if args.dtype in _POLICIES else None,
+    )
+
+
+_POLICIES = (
+    "float32",
+    "bfloat16",
+    "float16",
+    "mixed_bfloat16",
+    "mixed_float16",
+)
 
 
 def _add_output_arguments(plan):
@@ -363,6 +556,7 @@ def _plan(args):
     from keras_nlp.distribution.devices import device_profile
     from keras_nlp.distribution.devices import parse_memory
     from keras_nlp.distribution.devices import weights_on_device
+    from keras_nlp.distribution.memory import estimate_memory
     from keras_nlp.models import Backbone
 
     axis_names = None
@@ -395,7 +589,9 @@ def _plan(args):
             device=profile,
         )
 
+    workload = _workload(args)
     plan = plan_for(mesh, strict=args.strict)
+    estimate = None if workload is None else estimate_memory(plan, workload)
     device_line = fits = None
     if memory is not None:
         device_line, fits = weights_on_device(
@@ -403,6 +599,8 @@ def _plan(args):
         )
     if args.json:
         data = plan.to_dict()
+        if estimate is not None:
+            data["memory"] = estimate.to_dict()
         if memory is not None:
             data["device"] = {
                 **(profile.to_dict() if profile else {}),
@@ -410,11 +608,17 @@ def _plan(args):
                 "weights_bytes_per_device": plan.bytes_per_device,
                 "weights_fit": fits,
             }
+            if estimate is not None:
+                data["device"]["fits"] = estimate.fits(memory)
         print(json.dumps(data))
     else:
         # The terminal's width, else COLUMNS, else 100 (plan_console).
         plan.print(all_weights=args.all)
-        if device_line:
+        if estimate is not None:
+            print("\n".join(estimate.lines()))
+            if memory is not None:
+                print(estimate.verdict(memory, profile and profile.description))
+        elif device_line:
             print(device_line)
     if args.svg:
         _write_output_file(args.svg, "--svg", plan.to_svg(all_weights=args.all))
@@ -477,6 +681,8 @@ def main(argv=None):
     try:
         if args.command == "plan":
             _plan(args)
+        elif args.command == "recommend":
+            _recommend(args)
     except (ValueError, OSError) as error:
         # ValueError covers keras_nlp.saving.PresetError (a bad preset
         # directory); OSError, a file that cannot be read or written.

@@ -13,6 +13,8 @@ from rich.console import Console
 from keras_nlp.cli import main
 from keras_nlp.distribution import MeshShape
 from keras_nlp.distribution.devices import parse_memory
+from keras_nlp.distribution.memory import Workload
+from keras_nlp.distribution.memory import estimate_memory
 from keras_nlp.models import Backbone
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.preset_counting import built_in_presets
@@ -236,6 +238,33 @@ BAD_INPUTS = {
             "plan --help` describes the arguments."
         ],
     ),
+    "train batch zero": (
+        ["gemma_2b_en", "--mesh", "1x2", "--train", "--batch", "0"],
+        None,
+        ["batch_size must be a positive int. Received: 0."],
+    ),
+    "unknown optimizer": (
+        ["gemma_2b_en", "--mesh", "1x2", "--train", "--optimizer", "rmsprop"],
+        None,
+        [
+            "Unknown optimizer 'rmsprop'. Known: sgd, momentum, adam, "
+            "adamw, lion, adafactor."
+        ],
+    ),
+    "prompt longer than the context": (
+        ["gemma_2b_en", "--mesh", "1x2", "--generate", "--context", "128"]
+        + ["--prompt", "256"],
+        None,
+        [
+            "prompt_length must be an int from 1 to sequence_length (128). "
+            "Received: 256."
+        ],
+    ),
+    "train and generate": (
+        ["gemma_2b_en", "--mesh", "1x2", "--train", "--generate"],
+        None,
+        ["argument --generate: not allowed with argument --train"],
+    ),
     "unknown policy": (
         ["gemma_2b_en", "--mesh", "1x2", "--policy", "fast"],
         None,
@@ -372,6 +401,84 @@ def test_device_compares_the_weights_with_its_memory(capsys):
         [c.time_us for c in plan.weight(key).candidates] for plan in (h100, l4)
     ]
     assert times[0] and all(b > a for a, b in zip(*times, strict=True))
+
+
+def test_train_and_generate_print_the_memory_per_device(capsys):
+    plan = run_json(
+        capsys,
+        "gemma_2b_en",
+        "--mesh",
+        "2x4",
+        "--train",
+        "--batch",
+        "8",
+        "--seq",
+        "4096",
+        "--dtype",
+        "bfloat16",
+        "--device",
+        "l4-24gb",
+    )
+    memory = plan["memory"]
+    workload = Workload("train", 8, 4096, dtype="bfloat16")
+    expected = estimate_memory(
+        GemmaBackbone.plan_layout(
+            {"batch": 2, "model": 4}, preset="gemma_2b_en", dtype="bfloat16"
+        ),
+        workload,
+    )
+    assert memory == expected.to_dict()
+    assert memory["total"] == sum(memory["bytes_per_device"].values())
+    assert memory["workload"]["sequence_length"] == 4096
+    # 256k-token logits at 4096 tokens: about 90 GiB, not an L4's 24 GB.
+    assert plan["device"]["fits"] is False
+    assert memory["largest"] == "logits_and_loss"
+
+    arguments = ["gemma_2b_en", "--mesh", "1x8", "--generate"]
+    arguments += ["--batch", "16", "--context", "8192", "--prompt", "512"]
+    assert main(["plan", *arguments, "--device", "tpu-v5e"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    start = lines.index(
+        "memory per device, generation, batch 16, context 8192 (prompt 512):"
+    )
+    # 18 single-head caches, whole on the model axis: 18 x 16 x 2 x 8192
+    # x 256 float32 values.
+    assert lines[start + 3] == "  kv cache               4.50 GiB"
+    assert lines[-1].startswith("fits in Google TPU v5e (16 GB), 14.90 GiB")
+    assert lines[-1].endswith("the largest item is kv cache (4.50 GiB)")
+
+
+def test_recommend_ranks_setups_and_says_when_nothing_fits(capsys):
+    arguments = ["recommend", "gemma_2b_en", "--devices", "8"]
+    arguments += ["--device", "l4-24gb", "--batch", "8", "--seq", "4096"]
+    assert main([*arguments, "--dtype", "bfloat16"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(
+        "gemma_2b_en on 8 x NVIDIA L4 24 GB, training, batch 8 x 4096 "
+        "tokens, optimizer adamw, bfloat16: "
+    )
+    assert lines[1].startswith("1. data ") and "remat full" in lines[1]
+    assert main([*arguments, "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    steps = [c["step_seconds"] for c in result["best"]]
+    assert steps == sorted(steps) and result["considered"] > len(steps)
+    assert (
+        main(
+            [
+                "recommend",
+                "gemma_2b_en",
+                "--devices",
+                "1",
+                "--device",
+                "tpu-v5e",
+            ]
+            + ["--generate", "--batch", "16", "--context", "8192"]
+        )
+        == 2
+    )
+    error = capsys.readouterr().err
+    assert error.startswith("error: Nothing fits: the smallest setup (data ")
+    assert "--prompt" in error
 
 
 def test_summary_names_the_class_once_without_a_preset():

@@ -13,6 +13,8 @@ from keras_nlp.distribution import LayoutPlan
 from keras_nlp.distribution import MeshShape
 from keras_nlp.distribution import PlanRequest
 from keras_nlp.distribution import device_profile
+from keras_nlp.distribution import estimate_memory
+from keras_nlp.distribution import recommend
 from keras_nlp.distribution import resolve_layout
 from keras_nlp.models import Backbone
 
@@ -28,6 +30,8 @@ DOCUMENTED = {
     "PlanRequest": PlanRequest,
     "resolve_layout": resolve_layout,
     "device_profile": device_profile,
+    "estimate_memory": estimate_memory,
+    "recommend": recommend,
 }
 # Every backbone's example builds a tiny model and calls it eagerly (a few
 # seconds of op-by-op compiling each): these run one per kind of inputs and

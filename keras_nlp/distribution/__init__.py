@@ -19,8 +19,13 @@ from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.layout_plan import Fallback
 from keras_nlp.distribution.layout_plan import LayoutPlan
 from keras_nlp.distribution.layout_plan import WeightPlan
+from keras_nlp.distribution.memory import MemoryEstimate
+from keras_nlp.distribution.memory import Workload
+from keras_nlp.distribution.memory import estimate_memory
 from keras_nlp.distribution.mesh import MeshShape
 from keras_nlp.distribution.model_parallel import ModelParallel
+from keras_nlp.distribution.recommend import Recommendation
+from keras_nlp.distribution.recommend import recommend
 from keras_nlp.distribution.request import PlanRequest
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import DATA
@@ -46,19 +51,24 @@ __all__ = [
     "LayoutError",
     "LayoutPlan",
     "LayoutRule",
+    "MemoryEstimate",
     "MeshShape",
     "ModelParallel",
     "PlanRequest",
+    "Recommendation",
     "Role",
     "VariableInfo",
     "WeightPlan",
     "UserEntry",
+    "Workload",
     "abstract_variables",
     "declare_dims",
     "declare_einsum_dims",
     "device_profile",
+    "estimate_memory",
     "normalize_rules",
     "plan_backbone_layout",
+    "recommend",
     "resolve_layout",
     "verify_layouts",
 ]
