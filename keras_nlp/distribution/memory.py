@@ -513,42 +513,66 @@ def estimate_memory(plan, workload, *, top_k=None):
         plan, Workload("train", batch_size=8, sequence_length=1024)
     )
     print("\\n".join(estimate.lines()))
-    estimate.verdict(16 * 10**9, "TPU v5e")
+    print(estimate.verdict(16 * 10**9, "TPU v5e"))
     ```
     """
-    if top_k is None:
-        config = plan.config or {}
-        top_k = config.get("top_k") or config.get("num_experts_per_tok")
-    variable_size, compute_size = _dtypes(plan, workload)
-    weights = sum(w.shard_params * variable_size(w) for w in plan.weights)
-    batch_local = workload.batch_size / _batch_shards(plan, workload.batch_size)
-    blocks = block_widths(plan, top_k, workload.expert_compute)
-    vocabulary, vocabulary_local = _vocabulary_shards(plan)
-    notes = [
-        "attention scores are counted materialized (no fused attention kernel)"
-    ]
-    dropouts = {
-        key: value
-        for key, value in (plan.config or {}).items()
-        if "dropout" in key and isinstance(value, (int, float)) and value
-    }
-    if dropouts and workload.mode == TRAIN:
-        notes.append(
-            f"dropout masks are not counted ({dropouts}): they add to the "
-            "activations"
-        )
+    basis = _Basis.of(plan, workload, top_k)
     if workload.mode == GENERATE:
-        return _generation(
-            plan,
-            workload,
-            variable_size,
-            weights,
-            blocks,
-            batch_local,
-            compute_size,
-            vocabulary_local,
-            notes,
+        return _generation(plan, workload, basis)
+    return _training(plan, workload, basis)
+
+
+@dataclasses.dataclass
+class _Basis:
+    """What training and generation estimates share."""
+
+    variable_size: object  # weight -> bytes per element of its variable
+    compute_size: int
+    weights: float
+    blocks: list
+    batch_local: float
+    vocabulary: int
+    vocabulary_local: int
+    notes: list
+
+    @classmethod
+    def of(cls, plan, workload, top_k):
+        config = plan.config or {}
+        if top_k is None:
+            top_k = config.get("top_k") or config.get("num_experts_per_tok")
+        variable_size, compute_size = _dtypes(plan, workload)
+        batch = workload.batch_size
+        vocabulary, vocabulary_local = _vocabulary_shards(plan)
+        notes = [
+            "attention scores are counted materialized (no fused attention "
+            "kernel)"
+        ]
+        dropouts = {
+            key: value
+            for key, value in config.items()
+            if "dropout" in key and isinstance(value, (int, float)) and value
+        }
+        if dropouts and workload.mode == TRAIN:
+            notes.append(
+                f"dropout masks are not counted ({dropouts}): they add to "
+                "the activations"
+            )
+        return cls(
+            variable_size=variable_size,
+            compute_size=compute_size,
+            weights=sum(
+                w.shard_params * variable_size(w) for w in plan.weights
+            ),
+            blocks=block_widths(plan, top_k, workload.expert_compute),
+            batch_local=batch / _batch_shards(plan, batch),
+            vocabulary=vocabulary or 0,
+            vocabulary_local=vocabulary_local or 0,
+            notes=notes,
         )
+
+
+def _training(plan, workload, basis):
+    size = basis.variable_size
     adapters = [w for w in plan.weights if _is_adapter(w)]
     if workload.lora_rank and not adapters:
         raise ValueError(
@@ -557,44 +581,44 @@ def estimate_memory(plan, workload, *, top_k=None):
             f"it with lora_rank={workload.lora_rank}."
         )
     trainable = adapters if workload.lora_rank else plan.weights
-    gradients = sum(w.shard_params * variable_size(w) for w in trainable)
-    optimizer_state = sum(
-        _optimizer_state_elements(w, workload.optimizer) * variable_size(w)
-        for w in trainable
-    )
-    tokens = batch_local * workload.sequence_length
+    tokens = basis.batch_local * workload.sequence_length
     per_block = [
-        _block_elements(block, tokens, batch_local, workload.sequence_length)
-        for block in blocks
+        _block_elements(
+            block, tokens, basis.batch_local, workload.sequence_length
+        )
+        for block in basis.blocks
     ]
     categories = {
-        "weights": weights,
-        "gradients": gradients,
-        "optimizer_state": optimizer_state,
+        "weights": basis.weights,
+        "gradients": sum(w.shard_params * size(w) for w in trainable),
+        "optimizer_state": sum(
+            _optimizer_state_elements(w, workload.optimizer) * size(w)
+            for w in trainable
+        ),
     }
     if workload.remat == "full":
-        saved = sum(tokens * block.hidden for block in blocks)
-        categories["activations"] = saved * compute_size
-        categories["recomputed_block"] = max(per_block, default=0) * (
-            compute_size
+        saved = sum(tokens * block.hidden for block in basis.blocks)
+        categories["activations"] = saved * basis.compute_size
+        categories["recomputed_block"] = (
+            max(per_block, default=0) * basis.compute_size
         )
-        notes.append(
+        basis.notes.append(
             "remat full: each block keeps its input; one block is "
             "recomputed at a time in the backward pass"
         )
     else:
-        categories["activations"] = sum(per_block) * compute_size
+        categories["activations"] = sum(per_block) * basis.compute_size
     # The loss takes the whole vocabulary on every device: XLA gathers
     # the logits' vocabulary shards for the softmax cross-entropy.
     categories["logits_and_loss"] = (
         tokens
         * 4
         * (
-            LOGITS_WHOLE * (vocabulary or 0)
-            + LOGITS_LOCAL * (vocabulary_local or 0)
+            LOGITS_WHOLE * basis.vocabulary
+            + LOGITS_LOCAL * basis.vocabulary_local
         )
     )
-    return MemoryEstimate(workload, categories, tuple(notes))
+    return MemoryEstimate(workload, categories, tuple(basis.notes))
 
 
 def _block_elements(
@@ -609,17 +633,7 @@ def _block_elements(
     )
 
 
-def _generation(
-    plan,
-    workload,
-    variable_size,
-    weights,
-    blocks,
-    batch_local,
-    compute_size,
-    vocabulary_local,
-    notes,
-):
+def _generation(plan, workload, basis):
     sizes = plan.mesh.axis_sizes
     batch_axes = tuple(
         axis for axis in (plan.data_axis, plan.fsdp_axis) if axis in sizes
@@ -631,41 +645,39 @@ def _generation(
             workload.sequence_length,
             sizes,
             batch_axes,
-            compute_size,
+            basis.compute_size,
         )[0]
         for cache_plan in plan.kv_caches
     )
     if not plan.kv_caches:
-        notes.append("the backbone keeps no key/value cache in the plan")
+        basis.notes.append("the backbone keeps no key/value cache in the plan")
     prompt = workload.prompt_length or workload.sequence_length
-    tokens = batch_local * prompt
     prefill = max(
         (
             _block_elements(
                 block,
-                tokens,
-                batch_local,
+                basis.batch_local * prompt,
+                basis.batch_local,
                 prompt,
                 workload.sequence_length,
                 FORWARD_FACTORS,
             )
-            for block in blocks
+            for block in basis.blocks
         ),
         default=0,
     )
-    logits = batch_local * (vocabulary_local or 0) * 4 * 2
     # Weights split over the batch axes (FSDP) are gathered once for the
     # whole loop: XLA hoists the loop-invariant all-gathers out of it.
     gathered = GATHERED_COPIES * sum(
         (w.params / model_like_shards(w, batch_axes, sizes) - w.shard_params)
-        * variable_size(w)
+        * basis.variable_size(w)
         for w in plan.weights
     )
     categories = {
-        "weights": weights,
+        "weights": basis.weights,
         "gathered_weights": gathered,
         "kv_cache": cache,
-        "prefill_activations": prefill * compute_size,
-        "logits": logits,
+        "prefill_activations": prefill * basis.compute_size,
+        "logits": basis.batch_local * basis.vocabulary_local * 4 * 2,
     }
-    return MemoryEstimate(workload, categories, tuple(notes))
+    return MemoryEstimate(workload, categories, tuple(basis.notes))

@@ -31,6 +31,7 @@ from keras_nlp.distribution.devices import device_profile
 from keras_nlp.distribution.formatting import format_bytes
 from keras_nlp.distribution.memory import GENERATE
 from keras_nlp.distribution.memory import OPTIMIZERS
+from keras_nlp.distribution.memory import POLICIES as DTYPE_POLICIES
 from keras_nlp.distribution.memory import block_widths
 from keras_nlp.distribution.memory import estimate_memory
 from keras_nlp.distribution.memory import model_like_shards
@@ -219,50 +220,39 @@ def recommend(
     ```
     """
     profile = device_profile(device)
-    memory = memory_bytes or profile.memory_bytes
-    usable = memory * headroom
+    usable = (memory_bytes or profile.memory_bytes) * headroom
     if workload.mode == GENERATE:
         remat_modes = ("none",)
     elif remat_modes is None:
         remat_modes = ("none", "full")
-    candidates = _evaluate(
-        backbone_cls,
-        workload,
-        devices,
-        profile,
-        preset,
-        config,
-        usable,
-        policies,
-        remat_modes,
-    )
+    arguments = {"preset": preset} if preset else {"config": config}
+    candidates = [
+        _candidate(
+            plan,
+            dataclasses.replace(workload, remat=remat),
+            profile,
+            usable,
+        )
+        for plan in _plans(
+            backbone_cls, workload, devices, profile, policies, arguments
+        )
+        for remat in remat_modes
+    ]
     fitting = sorted(
         (c for c in candidates if c.fits), key=lambda c: c.step_seconds
     )
     return fitting[:top], candidates
 
 
-def _evaluate(
-    backbone_cls,
-    workload,
-    devices,
-    profile,
-    preset,
-    config,
-    usable,
-    policies,
-    remat_modes,
-):
-    if workload.optimizer not in OPTIMIZERS:
-        raise ValueError(f"Unknown optimizer {workload.optimizer!r}.")
-    arguments = {"preset": preset} if preset else {"config": config}
+def _plans(backbone_cls, workload, devices, profile, policies, arguments):
+    """One plan per mesh and policy, skipping policies that change nothing."""
     probe = backbone_cls.plan_layout(
         {"model": 1}, data_parallel_dim_name=None, **arguments
     )
     experts = "experts" in {
         name for w in probe.weights for name in (w.dim_names or ())
     }
-    candidates = []
+    dtype = None if workload.dtype is None else DTYPE_POLICIES[workload.dtype]
     seen = set()
     for mesh in candidate_meshes(devices, experts):
         for policy in policies:
@@ -274,53 +264,43 @@ def _evaluate(
                 policy=policy,
                 tokens_per_step=workload.tokens,
                 lora_rank=workload.lora_rank,
-                dtype=_plan_dtype(workload),
+                dtype=dtype and dtype[0],
                 device=profile,
                 **arguments,
             )
-            key = tuple(w.spec for w in plan.weights) + (tuple(mesh.items()),)
-            if key in seen:
-                continue  # the policy changed nothing on this mesh
-            seen.add(key)
-            for remat in remat_modes:
-                trial = dataclasses.replace(workload, remat=remat)
-                estimate = estimate_memory(plan, trial)
-                compute = (
-                    step_flops_per_device(plan, trial) / profile.bf16_flops
-                )
-                cost = estimate_plan(
-                    plan,
-                    profile.cost_model(
-                        tokens_per_step=workload.tokens,
-                        training=workload.mode != GENERATE,
-                        optimizer_moments=OPTIMIZERS[workload.optimizer] or 0,
-                    ),
-                )
-                other = cost.time_us / 1e6
-                if workload.mode == GENERATE:
-                    other += (
-                        estimate.categories["kv_cache"] / profile.hbm_bandwidth
-                    )
-                candidates.append(
-                    Recommendation(
-                        mesh=mesh,
-                        policy=policy,
-                        remat=remat,
-                        memory=estimate,
-                        fits=estimate.total <= usable,
-                        compute_seconds=compute,
-                        communication_seconds=other,
-                    )
-                )
-    return candidates
+            key = (tuple(mesh.items()), tuple(w.spec for w in plan.weights))
+            if key not in seen:
+                seen.add(key)
+                yield plan
 
 
-def _plan_dtype(workload):
-    if workload.dtype is None:
-        return None
-    from keras_nlp.distribution.memory import POLICIES as DTYPE_POLICIES
-
-    return DTYPE_POLICIES[workload.dtype][0]
+def _candidate(plan, workload, profile, usable):
+    """The `Recommendation` of one plan for one workload."""
+    estimate = estimate_memory(plan, workload)
+    moments = OPTIMIZERS[workload.optimizer]
+    cost = estimate_plan(
+        plan,
+        profile.cost_model(
+            tokens_per_step=workload.tokens,
+            training=workload.mode != GENERATE,
+            # Adafactor's full-size velocity is one moment's traffic.
+            optimizer_moments=1 if moments is None else moments,
+        ),
+    )
+    other = cost.time_us / 1e6
+    if workload.mode == GENERATE:
+        # Each decoded token reads the whole cache once.
+        other += estimate.categories["kv_cache"] / profile.hbm_bandwidth
+    return Recommendation(
+        mesh=dict(plan.mesh.axis_sizes),
+        policy=plan.policy,
+        remat=workload.remat,
+        memory=estimate,
+        fits=estimate.total <= usable,
+        compute_seconds=step_flops_per_device(plan, workload)
+        / profile.bf16_flops,
+        communication_seconds=other,
+    )
 
 
 def smallest_candidate(candidates):
