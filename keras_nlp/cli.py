@@ -86,7 +86,9 @@ def _add_recommend_command(commands):
         help="overrides the device's memory, e.g. 20GiB",
     )
     recommend.add_argument(
-        "--dtype", default=None, help="float32, bfloat16 or float16"
+        "--dtype",
+        default=None,
+        help="float32, bfloat16, float16, mixed_bfloat16 or mixed_float16",
     )
     recommend.add_argument(
         "--lora-rank",
@@ -252,7 +254,12 @@ def _add_decision_arguments(plan):
         ),
     )
     plan.add_argument(
-        "--dtype", default=None, help="dtype to count bytes in, e.g. bfloat16"
+        "--dtype",
+        default=None,
+        help=(
+            "dtype to count bytes in, e.g. bfloat16; or a mixed policy "
+            "(mixed_bfloat16: float32 weights, bfloat16 activations)"
+        ),
     )
     plan.add_argument(
         "--strict",
@@ -333,19 +340,28 @@ def _add_workload_arguments(plan):
     )
 
 
+def _plan_dtype(dtype):
+    """The dtype a plan counts weights in: a mixed policy's variables'."""
+    from keras_nlp.distribution.memory import POLICIES
+
+    return POLICIES[dtype][0] if dtype in POLICIES else dtype
+
+
 def _workload(args):
     """The `Workload` the flags ask for; `None` without --train/--generate."""
+    from keras_nlp.distribution.memory import POLICIES
     from keras_nlp.distribution.memory import Workload
 
     if not (args.train or args.generate):
         return None
+    policy = args.dtype if args.dtype in POLICIES else None
     if args.generate:
         return Workload(
             "generate",
             args.batch,
             args.context or args.seq,
             prompt_length=args.prompt,
-            dtype=args.dtype if args.dtype in _POLICIES else None,
+            dtype=policy,
         )
     return Workload(
         "train",
@@ -354,17 +370,8 @@ def _workload(args):
         optimizer=args.optimizer,
         remat=args.remat,
         lora_rank=args.lora_rank,
-        dtype=args.dtype if args.dtype in _POLICIES else None,
+        dtype=policy,
     )
-
-
-_POLICIES = (
-    "float32",
-    "bfloat16",
-    "float16",
-    "mixed_bfloat16",
-    "mixed_float16",
-)
 
 
 def _add_output_arguments(plan):
@@ -584,7 +591,7 @@ def _plan(args):
             strict=strict,
             policy=args.policy,
             tokens_per_step=args.tokens_per_step,
-            dtype=args.dtype,
+            dtype=_plan_dtype(args.dtype),
             lora_rank=args.lora_rank,
             device=profile,
         )

@@ -63,11 +63,9 @@ def rematerialize(layer_call, variables):
         states = [variable.value for variable in variables]
         values = list(args) + [kwargs[name] for name in names]
         outputs, updated = keras.remat(tensors_only)(states, *values)
-        for variable, before, after in zip(
-            variables, states, updated, strict=True
-        ):
-            if after is not before and not variable.trainable:
-                variable.assign(after)
+        for variable, value in zip(variables, updated, strict=True):
+            if not variable.trainable:
+                variable.assign(value)
         return outputs
 
     return call
