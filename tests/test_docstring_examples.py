@@ -25,6 +25,7 @@ DOCUMENTED = {
     "Backbone.from_preset": Backbone.from_preset,
     "Backbone.save_to_preset": Backbone.save_to_preset,
     "Backbone.save_lora_weights": Backbone.save_lora_weights,
+    "Backbone.quantize": Backbone.quantize,
     "MeshShape": MeshShape,
     "LayoutPlan": LayoutPlan,
     "PlanRequest": PlanRequest,

@@ -14,6 +14,7 @@ from keras_nlp.layers.remat import RematBoundary
 from keras_nlp.models.construction import backbone_constructor
 from keras_nlp.models.lora import LoraMixin
 from keras_nlp.models.lora import check_lora_rank
+from keras_nlp.models.quantization import QuantizationMixin
 from keras_nlp.saving.backbone_presets import PresetMixin
 from keras_nlp.saving.registry import register_backbone
 
@@ -119,7 +120,9 @@ class BackboneTaskConfig(RematBoundary):
         return cls(**config)
 
 
-class Backbone(RematBoundary, LoraMixin, PresetMixin, keras.Model):
+class Backbone(
+    RematBoundary, QuantizationMixin, LoraMixin, PresetMixin, keras.Model
+):
     """Base class of all backbones: a functional `keras.Model`.
 
     A subclass builds its layers in `__init__` and wires a functional graph

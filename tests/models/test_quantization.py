@@ -49,3 +49,92 @@ def test_int8_quantized_backbone_stays_close_to_float(name):
     for key, value in expected.items():
         error = np.abs(actual[key] - value).max() / np.abs(value).max()
         assert error < TOLERANCE, f"{key}: relative error {error:.3f}"
+
+
+# Under ModelParallel: each class's tiny config, quantized in the scope.
+SHARDED_CASES = {
+    # One key/value head (whole on the model axis), the tied embedding.
+    "GemmaBackbone": {
+        "decoder_block_0/attention/query/kernel_scale": (
+            None,
+            None,
+            "model",
+            None,
+        ),
+        "decoder_block_0/attention/key/kernel_scale": (None,) * 4,
+        # The hidden output is split over 'batch' for memory only.
+        "decoder_block_0/attention/attention_output/kernel_scale": (None,) * 3,
+        "token_embedding/embeddings_scale": ("model",),
+    },
+    # Plain Dense kernels with biases: (hidden, ffw) column-parallel.
+    "GPT2Backbone": {
+        "transformer_layer_0/feedforward_intermediate_dense/kernel_scale": (
+            "model",
+        ),
+        "transformer_layer_0/feedforward_output_dense/kernel_scale": (None,),
+    },
+}
+
+
+@pytest.mark.multi_device
+@pytest.mark.filterwarnings("ignore:Layer .* does not have a `quantize`")
+@pytest.mark.parametrize("mode", ["int8", "float8"])
+@pytest.mark.parametrize("name", sorted(SHARDED_CASES))
+def test_quantized_under_model_parallel_follows_the_plan(name, mode):
+    from keras_nlp.distribution import ModelParallel
+    from tests.models.backbone_checks import inputs_for
+    from tests.models.backbone_checks import make_mesh
+    from tests.models.backbone_checks import spec_of
+    from tests.models.tiny_configs import tiny
+
+    backbone_cls, config = tiny(name)
+    plain = backbone_cls(**config)
+    layout_map = backbone_cls.get_layout_map(make_mesh((2, 4)), config=config)
+    distribution = ModelParallel(layout_map=layout_map, batch_dim_name="batch")
+    with distribution.scope():
+        sharded = backbone_cls(**config)
+        for variable, reference in zip(
+            sharded.weights, plain.weights, strict=True
+        ):
+            variable.assign(keras.ops.convert_to_numpy(reference.value))
+        sharded.quantize(mode)
+        inputs = inputs_for(sharded, config)
+        actual = jit_forward(sharded, inputs)
+    plain.quantize(mode)
+    expected = jit_forward(plain, inputs)
+    for key, value in expected.items():
+        np.testing.assert_allclose(actual[key], value, atol=1e-4, rtol=1e-4)
+    # Quantize checked every variable against the plan; the plan says why.
+    plan = sharded.layout_plan
+    variables = {v.path: v for v in sharded.weights}
+    if mode == "int8":
+        for path, spec in SHARDED_CASES[name].items():
+            assert plan.weight(path).spec == spec, path
+            assert spec_of(variables[path]) == spec, path
+            assert plan.weight(path.replace("_scale", "")).dtype == "int8"
+        assert "int8 scale of" in plan.weight(path).reason
+    else:
+        histories = [w for w in plan.weights if "amax_history" in w.path]
+        assert histories and all(w.shape == (1024,) for w in histories)
+        assert all(w.spec == (None,) for w in histories)
+    assert set(variables) == {w.path for w in plan.weights}
+
+
+@pytest.mark.multi_device
+def test_unplanned_modes_are_refused_under_a_layout_map():
+    from keras_nlp.distribution import LayoutError
+    from keras_nlp.distribution import ModelParallel
+    from tests.models.backbone_checks import make_mesh
+    from tests.models.tiny_configs import tiny
+
+    backbone_cls, config = tiny("LlamaBackbone")
+    layout_map = backbone_cls.get_layout_map(make_mesh((1, 2)), config=config)
+    distribution = ModelParallel(layout_map=layout_map, batch_dim_name="batch")
+    with distribution.scope():
+        backbone = backbone_cls(**config)
+        with pytest.raises(LayoutError, match=r"quantize\('int4'\) is not"):
+            backbone.quantize("int4")
+    # Nothing was quantized, and outside the scope it must not start.
+    assert all(v.dtype != "int8" for v in backbone.weights)
+    with pytest.raises(ValueError, match="call quantize inside that"):
+        backbone.quantize("int8")
