@@ -37,6 +37,25 @@ def active_layout_map():
     return None
 
 
+def layout_map_of(model, call, new_weights):
+    """The active layout map that holds `model`'s plan.
+
+    For calls that add weights to a model built under a layout map
+    (`enable_lora`, `quantize`): they must run inside its scope.
+
+    Raises:
+        ValueError: naming `call` and what would not be sharded.
+    """
+    layout_map = active_layout_map()
+    if layout_map is None or layout_map.plan is not model.layout_plan:
+        raise ValueError(
+            f"This {type(model).__name__} was built under a ModelParallel "
+            f"layout; call {call} inside that distribution's scope so "
+            f"{new_weights} are sharded like their kernels."
+        )
+    return layout_map
+
+
 def bind_active_layout_map(backbone):
     """Binds the active distribution's layout map to `backbone`'s config,
     if it is one of ours and not bound yet.

@@ -4,7 +4,7 @@ import math
 
 import keras
 
-from keras_nlp.distribution.layout_map import active_layout_map
+from keras_nlp.distribution.layout_map import layout_map_of
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.saving.lora_weights import load_lora_weights
 from keras_nlp.saving.lora_weights import save_lora_weights
@@ -180,14 +180,7 @@ class LoraMixin:
         plan = self.layout_plan
         layout_map = None
         if plan is not None:
-            layout_map = active_layout_map()
-            if layout_map is None or layout_map.plan is not plan:
-                raise ValueError(
-                    f"This {type(self).__name__} was built under a "
-                    "ModelParallel layout; call enable_lora inside that "
-                    "distribution's scope so the adapters are sharded like "
-                    "their kernels."
-                )
+            layout_map = layout_map_of(self, "enable_lora", "the adapters")
             config = {
                 **self.get_config(),
                 "lora_rank": rank,

@@ -2,7 +2,7 @@
 
 import keras
 
-from keras_nlp.distribution.layout_map import active_layout_map
+from keras_nlp.distribution.layout_map import layout_map_of
 from keras_nlp.distribution.layout_map import verify_layouts
 from keras_nlp.distribution.quantized import plan_quantized
 
@@ -54,14 +54,9 @@ class QuantizationMixin:
             return super().quantize(
                 mode, config=config, filters=filters, **kwargs
             )
-        layout_map = active_layout_map()
-        if layout_map is None or layout_map.plan is not plan:
-            raise ValueError(
-                f"This {type(self).__name__} was built under a ModelParallel "
-                "layout; call quantize inside that distribution's scope so "
-                "the quantized weights and their scales are sharded like "
-                "their kernels."
-            )
+        layout_map = layout_map_of(
+            self, "quantize", "the quantized weights and their scales"
+        )
         if mode is None and isinstance(
             config, keras.quantizers.QuantizationConfig
         ):
