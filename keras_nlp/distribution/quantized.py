@@ -88,11 +88,7 @@ def _int8_scale(kernel, scale_path, shape, kernel_dims, plan, batch_axes):
     """The plan of a scale whose dimension `i` is kernel dimension
     `kernel_dims[i]` (or `None`: a size-1 dimension)."""
     spec = tuple(
-        None
-        if dim is None
-        else _scale_entry(kernel.spec[dim], batch_axes)
-        if kernel.spec[dim]
-        else None
+        None if dim is None else _scale_entry(kernel.spec[dim], batch_axes)
         for dim in kernel_dims
     )
     names = None
@@ -112,6 +108,13 @@ def _int8_scale(kernel, scale_path, shape, kernel_dims, plan, batch_axes):
         "model-like axes, replicated along the batch axes",
         names,
     )
+
+
+def _kernel_variable(layer):
+    # `kernel` is the LoRA-merged value once LoRA is on; `_kernel` is
+    # always the variable.
+    variable = getattr(layer, "_kernel", None)
+    return layer.kernel if variable is None else variable
 
 
 def _einsum_scale_dims(equation):
@@ -134,7 +137,7 @@ def _layer_variables(layer, mode, weights, plan, batch_axes):
             layer, (keras.layers.Dense, keras.layers.EinsumDense)
         ):
             return replaced, added
-        prefix = layer.kernel.path.rpartition("/")[0]
+        prefix = _kernel_variable(layer).path.rpartition("/")[0]
         for name in FLOAT8_VARIABLES:
             shape = (AMAX_HISTORY_LENGTH,) if "history" in name else ()
             added.append(
@@ -150,7 +153,7 @@ def _layer_variables(layer, mode, weights, plan, batch_axes):
             )
         return replaced, added
     if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
-        kernels = [(layer.kernel.path, "kernel_scale")]
+        kernels = [(_kernel_variable(layer).path, "kernel_scale")]
     elif isinstance(layer, keras.layers.Embedding):
         kernels = [(layer.embeddings.path, "embeddings_scale")]
         reverse = getattr(layer, "reverse_embeddings", None)
@@ -187,9 +190,9 @@ def plan_quantized(model, plan, mode, filters=None):
         model: the built backbone (its layers say what Keras quantizes).
         plan: its current `LayoutPlan`.
         mode: `"int8"` or `"float8"`.
-        filters: `None`, or a callable taking a layer, as
-            `keras.Model.quantize` takes it (regex filters are matched
-            against layer paths the same way).
+        filters: as `keras.Model.quantize` takes them: `None`, a regex or
+            a list of them (searched in layer names), or a callable taking
+            a layer.
 
     Returns:
         A `LayoutPlan` whose quantized kernels are counted in their stored
