@@ -142,17 +142,16 @@ def step_flops_per_device(plan, workload, top_k=None):
         tokens, keys = batch_local, workload.sequence_length
     else:
         tokens, keys = batch_local * workload.sequence_length, None
+    untied = any(w.path.endswith("reverse_embeddings") for w in plan.weights)
     flops = 0.0
     for weight in plan.weights:
-        if len(weight.shape) < 2 or "vocab" in (weight.dim_names or ()):
-            if "vocab" not in (weight.dim_names or ()):
-                continue
-            if weight.path.endswith("embeddings") and any(
-                w.path.endswith("reverse_embeddings") for w in plan.weights
-            ):
-                continue  # the input table is a lookup
-        params = weight.params / model_like_shards(weight, batch_axes, sizes)
         names = weight.dim_names or ()
+        lookup = "position" in names or "segment" in names
+        if untied and weight.path.endswith("/embeddings"):
+            lookup = True  # the output projection is the other table
+        if len(weight.shape) < 2 or lookup:
+            continue  # norms, biases and lookup tables: no matmul
+        params = weight.params / model_like_shards(weight, batch_axes, sizes)
         if "experts" in names and top_k:
             params *= top_k / weight.shape[names.index("experts")]
         flops += 2 * tokens * params
