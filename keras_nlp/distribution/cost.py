@@ -416,9 +416,7 @@ def estimate_plan(plan, model=None):
     roles = role_axes_for(
         plan.model_axis, plan.data_axis, plan.expert_axis, plan.fsdp_axis
     )
-    batch_axes = tuple(
-        a for a in (plan.data_axis, plan.fsdp_axis) if a is not None
-    )
+    batch_axes = plan.batch_axes
     layer_axes = {}
     for weight in plan.weights:
         if len(weight.shape) >= 2:

@@ -232,6 +232,11 @@ class LayoutPlan:
     activations: tuple = ()
     kv_caches: tuple = ()
 
+    @property
+    def batch_axes(self):
+        """The mesh axes that split the batch: the data and fsdp axes."""
+        return tuple(a for a in (self.data_axis, self.fsdp_axis) if a)
+
     def weight(self, path):
         """The `WeightPlan` of the variable at `path`."""
         for weight in self.weights:

@@ -1,9 +1,6 @@
 """LoRA adapters' layouts, derived from their kernels' (never from rules)."""
 
-from keras_nlp.distribution.layout_plan import REPLICATED
-from keras_nlp.distribution.layout_plan import SHARDED
-from keras_nlp.distribution.layout_plan import WeightPlan
-from keras_nlp.distribution.placement import shard_shape
+from keras_nlp.distribution.placement import derived_weight_plan
 from keras_nlp.distribution.rules import format_spec
 
 # Variables that Keras's `enable_lora` adds next to a layer's `kernel`.
@@ -48,14 +45,13 @@ def _adapter_plan(variable, kernel, request):
         spec = kernel.spec[:-1] + (None,)
     else:
         spec = (None, kernel.spec[-1])
-    return WeightPlan(
-        path=variable.path,
-        shape=variable.shape,
-        dtype=request.dtype_of(variable),
-        spec=spec,
-        shard_shape=shard_shape(variable.shape, spec, request.mesh.axis_sizes),
-        decision=SHARDED if any(spec) else REPLICATED,
-        reason=(
+    return derived_weight_plan(
+        variable.path,
+        variable.shape,
+        request.dtype_of(variable),
+        spec,
+        request.mesh.axis_sizes,
+        (
             f"LoRA adapter of a kernel laid out {format_spec(kernel.spec)}: "
             "shared dimensions keep the kernel's axes, the rank is "
             "replicated"

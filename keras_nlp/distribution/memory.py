@@ -422,23 +422,28 @@ def block_widths(plan, top_k=None, expert_compute="sparse"):
     return result
 
 
-def model_like_shards(weight, batch_axes, sizes):
-    """How many ways axes other than `batch_axes` split a weight."""
+def model_like_shards(weight, plan):
+    """How many ways axes other than the plan's batch axes split a weight
+    (the batch axes shard weights for memory only: FSDP)."""
     shards = 1
     for entry in weight.spec:
-        for axis in entry_axes(entry) if entry else ():
-            if axis not in batch_axes:
-                shards *= sizes[axis]
+        for axis in entry_axes(entry):
+            if axis not in plan.batch_axes:
+                shards *= plan.mesh.axis_sizes[axis]
     return shards
 
 
-def _batch_shards(plan, batch_size):
-    """How many ways the batch is split (the data and fsdp axes)."""
-    shards = 1
-    for axis in (plan.data_axis, plan.fsdp_axis):
-        if axis and axis in plan.mesh.axis_sizes:
-            shards *= plan.mesh.axis_sizes[axis]
+def batch_shards(plan, batch_size):
+    """How many ways the batch is split (the batch axes, when they divide
+    it; else it stays whole)."""
+    shards = math.prod(plan.mesh.axis_sizes[a] for a in plan.batch_axes)
     return shards if batch_size % shards == 0 else 1
+
+
+def experts_per_token(config, top_k=None):
+    """`top_k`, else the config's `top_k` or `num_experts_per_tok`."""
+    config = config or {}
+    return top_k or config.get("top_k") or config.get("num_experts_per_tok")
 
 
 def _dtypes(plan, workload):
@@ -538,8 +543,7 @@ class _Basis:
     @classmethod
     def of(cls, plan, workload, top_k):
         config = plan.config or {}
-        if top_k is None:
-            top_k = config.get("top_k") or config.get("num_experts_per_tok")
+        top_k = experts_per_token(config, top_k)
         variable_size, compute_size = _dtypes(plan, workload)
         batch = workload.batch_size
         vocabulary, vocabulary_local = _vocabulary_shards(plan)
@@ -564,7 +568,7 @@ class _Basis:
                 w.shard_params * variable_size(w) for w in plan.weights
             ),
             blocks=block_widths(plan, top_k, workload.expert_compute),
-            batch_local=batch / _batch_shards(plan, batch),
+            batch_local=batch / batch_shards(plan, batch),
             vocabulary=vocabulary or 0,
             vocabulary_local=vocabulary_local or 0,
             notes=notes,
@@ -634,17 +638,13 @@ def _block_elements(
 
 
 def _generation(plan, workload, basis):
-    sizes = plan.mesh.axis_sizes
-    batch_axes = tuple(
-        axis for axis in (plan.data_axis, plan.fsdp_axis) if axis in sizes
-    )
     cache = sum(
         cache_bytes_per_device(
             cache_plan,
             workload.batch_size,
             workload.sequence_length,
-            sizes,
-            batch_axes,
+            plan.mesh.axis_sizes,
+            plan.batch_axes,
             basis.compute_size,
         )[0]
         for cache_plan in plan.kv_caches
@@ -669,7 +669,7 @@ def _generation(plan, workload, basis):
     # Weights split over the batch axes (FSDP) are gathered once for the
     # whole loop: XLA hoists the loop-invariant all-gathers out of it.
     gathered = GATHERED_COPIES * sum(
-        (w.params / model_like_shards(w, batch_axes, sizes) - w.shard_params)
+        (w.params / model_like_shards(w, plan) - w.shard_params)
         * basis.variable_size(w)
         for w in plan.weights
     )

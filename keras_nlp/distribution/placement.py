@@ -13,7 +13,10 @@ import collections
 import math
 
 from keras_nlp.distribution.cost import UNSPLIT_DIMS
+from keras_nlp.distribution.layout_plan import REPLICATED
+from keras_nlp.distribution.layout_plan import SHARDED
 from keras_nlp.distribution.layout_plan import Fallback
+from keras_nlp.distribution.layout_plan import WeightPlan
 from keras_nlp.distribution.rules import entry_axes
 
 # One way of applying a rule: which alternative, and what it came to.
@@ -27,6 +30,24 @@ def shard_shape(shape, spec, axis_sizes):
     return tuple(
         dim_size // math.prod(axis_sizes[axis] for axis in entry_axes(entry))
         for dim_size, entry in zip(shape, spec, strict=True)
+    )
+
+
+def derived_weight_plan(
+    path, shape, dtype, spec, axis_sizes, reason, dim_names=None
+):
+    """The `WeightPlan` of a weight laid out from another's plan (a LoRA
+    adapter, a quantization scale): sharded if any entry has axes."""
+    shape, spec = tuple(shape), tuple(spec)
+    return WeightPlan(
+        path=path,
+        shape=shape,
+        dtype=dtype,
+        spec=spec,
+        shard_shape=shard_shape(shape, spec, axis_sizes),
+        decision=SHARDED if any(spec) else REPLICATED,
+        reason=reason,
+        dim_names=dim_names,
     )
 
 

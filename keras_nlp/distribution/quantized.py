@@ -32,10 +32,7 @@ import re
 import keras
 
 from keras_nlp.distribution.layout_errors import LayoutError
-from keras_nlp.distribution.layout_plan import REPLICATED
-from keras_nlp.distribution.layout_plan import SHARDED
-from keras_nlp.distribution.layout_plan import WeightPlan
-from keras_nlp.distribution.placement import shard_shape
+from keras_nlp.distribution.placement import derived_weight_plan
 from keras_nlp.distribution.rules import entry_axes
 from keras_nlp.distribution.rules import format_spec
 
@@ -71,19 +68,6 @@ def _scale_entry(entry, batch_axes):
     return axes[0] if len(axes) == 1 else axes
 
 
-def _weight(path, shape, dtype, spec, mesh, reason, dim_names=None):
-    return WeightPlan(
-        path=path,
-        shape=tuple(shape),
-        dtype=dtype,
-        spec=tuple(spec),
-        shard_shape=shard_shape(tuple(shape), tuple(spec), mesh.axis_sizes),
-        decision=SHARDED if any(spec) else REPLICATED,
-        reason=reason,
-        dim_names=dim_names,
-    )
-
-
 def _int8_scale(kernel, scale_path, shape, kernel_dims, plan, batch_axes):
     """The plan of a scale whose dimension `i` is kernel dimension
     `kernel_dims[i]` (or `None`: a size-1 dimension)."""
@@ -97,12 +81,12 @@ def _int8_scale(kernel, scale_path, shape, kernel_dims, plan, batch_axes):
             None if dim is None else kernel.dim_names[dim]
             for dim in kernel_dims
         )
-    return _weight(
+    return derived_weight_plan(
         scale_path,
         shape,
         "float32",
         spec,
-        plan.mesh,
+        plan.mesh.axis_sizes,
         f"int8 scale of {kernel.path} laid out "
         f"{format_spec(kernel.spec)}: its output channels keep the kernel's "
         "model-like axes, replicated along the batch axes",
@@ -141,12 +125,12 @@ def _layer_variables(layer, mode, weights, plan, batch_axes):
         for name in FLOAT8_VARIABLES:
             shape = (AMAX_HISTORY_LENGTH,) if "history" in name else ()
             added.append(
-                _weight(
+                derived_weight_plan(
                     f"{prefix}/{name}",
                     shape,
                     "float32",
                     (None,) * len(shape),
-                    plan.mesh,
+                    plan.mesh.axis_sizes,
                     "float8 per-tensor scale or amax history: the same on "
                     "every device",
                 )
@@ -203,7 +187,7 @@ def plan_quantized(model, plan, mode, filters=None):
             whose kernel is not in the plan.
     """
     check_planned_mode(mode)
-    batch_axes = tuple(a for a in (plan.data_axis, plan.fsdp_axis) if a)
+    batch_axes = plan.batch_axes
     weights = {w.path: w for w in plan.weights}
     replaced, added_after = {}, {}
     for layer in model._flatten_layers():

@@ -32,8 +32,10 @@ from keras_nlp.distribution.formatting import format_bytes
 from keras_nlp.distribution.memory import GENERATE
 from keras_nlp.distribution.memory import OPTIMIZERS
 from keras_nlp.distribution.memory import POLICIES as DTYPE_POLICIES
+from keras_nlp.distribution.memory import batch_shards
 from keras_nlp.distribution.memory import block_widths
 from keras_nlp.distribution.memory import estimate_memory
+from keras_nlp.distribution.memory import experts_per_token
 from keras_nlp.distribution.memory import model_like_shards
 
 POLICIES = ("auto", "memory", "communication")
@@ -130,14 +132,8 @@ def candidate_meshes(devices, experts=False):
 
 def step_flops_per_device(plan, workload, top_k=None):
     """Matmul and attention FLOPs of one step on each device."""
-    sizes = plan.mesh.axis_sizes
-    batch_axes = tuple(a for a in (plan.data_axis, plan.fsdp_axis) if a)
-    batch_shards = math.prod(sizes[a] for a in batch_axes if a in sizes)
-    if workload.batch_size % batch_shards:
-        batch_shards = 1
-    batch_local = workload.batch_size / batch_shards
-    config = plan.config or {}
-    top_k = top_k or config.get("top_k") or config.get("num_experts_per_tok")
+    batch_local = workload.batch_size / batch_shards(plan, workload.batch_size)
+    top_k = experts_per_token(plan.config, top_k)
     if workload.mode == GENERATE:
         tokens, keys = batch_local, workload.sequence_length
     else:
@@ -151,7 +147,7 @@ def step_flops_per_device(plan, workload, top_k=None):
             lookup = True  # the output projection is the other table
         if len(weight.shape) < 2 or lookup:
             continue  # norms, biases and lookup tables: no matmul
-        params = weight.params / model_like_shards(weight, batch_axes, sizes)
+        params = weight.params / model_like_shards(weight, plan)
         if "experts" in names and top_k:
             params *= top_k / weight.shape[names.index("experts")]
         flops += 2 * tokens * params
