@@ -16,6 +16,9 @@ import keras
 from keras_nlp.distribution.activations import plan_activations
 from keras_nlp.distribution.kv_cache import AttentionCache
 from keras_nlp.distribution.kv_cache import plan_kv_caches
+from keras_nlp.distribution.quantizable import QuantizableLayer
+from keras_nlp.distribution.quantizable import quantized_policies
+from keras_nlp.distribution.quantized import plan_quantized_config
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import normalize_rules
 from keras_nlp.distribution.shapes import abstract_build
@@ -73,21 +76,28 @@ def plan_backbone_layout(
 
     Returns:
         A `LayoutPlan`, with the layouts of the layer outputs it pins and
-        of the key/value caches of cached decoding.
+        of the key/value caches of cached decoding. A config whose dtype
+        is a quantized `DTypePolicyMap` (a quantized preset's) plans its
+        float model, then the variables of its quantized layers (see
+        `keras_nlp.distribution.quantized`).
     """
     owner = backbone_cls.__name__
+    # A quantized config plans as its float model, then quantized.
+    float_config, policy_map = quantized_policies(config)
+    if policy_map is not None:
+        config = {**config, "dtype": keras.dtype_policies.serialize(policy_map)}
     plan = resolve_layout(
-        normalize_rules(backbone_cls._layout_rules(config), owner),
-        backbone_variables(backbone_cls, config),
+        normalize_rules(backbone_cls._layout_rules(float_config), owner),
+        backbone_variables(backbone_cls, float_config),
         request,
         owner=owner,
         user_entries=user_entries,
     )
-    layers = backbone_layers(backbone_cls, config)
+    layers = backbone_layers(backbone_cls, float_config)
     activations = plan_activations(
         layers,
         plan.weights,
-        hidden_dim=config.get("hidden_dim"),
+        hidden_dim=float_config.get("hidden_dim"),
         model_axes=(request.model_axis,),
         batch_axes=request.batch_axes,
     )
@@ -97,6 +107,12 @@ def plan_backbone_layout(
         model_axes=(request.model_axis,),
         batch_axes=request.batch_axes,
     )
+    if policy_map is not None:
+        plan = plan_quantized_config(
+            plan,
+            [x for x in layers if isinstance(x, QuantizableLayer)],
+            policy_map,
+        )
     return dataclasses.replace(
         plan,
         config=dict(config),

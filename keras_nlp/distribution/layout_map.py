@@ -299,10 +299,13 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
         self._install(plan, backbone_cls)
         return plan
 
-    def extend(self, plan):
-        """Switches to `plan`, which may only add weights (LoRA adapters).
+    def extend(self, plan, recreated=()):
+        """Switches to `plan`, which may only add weights (LoRA adapters,
+        quantization scales) and lay out anew the paths in `recreated`
+        (int4 kernels, which Keras deletes and creates packed).
 
-        Called by `Backbone.enable_lora` before the adapters are created.
+        Called by `Backbone.enable_lora` and `Backbone.quantize` before the
+        new variables are created.
         """
         if self.plan is not None:
             old = {w.path: w for w in self.plan.weights}
@@ -310,7 +313,10 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
                 path
                 for path, weight in old.items()
                 if path not in {w.path for w in plan.weights}
-                or plan.weight(path).spec != weight.spec
+                or (
+                    plan.weight(path).spec != weight.spec
+                    and path not in recreated
+                )
             ]
             if changed:
                 raise LayoutError(

@@ -10,33 +10,61 @@ Keras 3.15 quantizes a built layer in place (`model.quantize(mode)`):
   `embeddings` (and an untied `reverse_embeddings`) in int8 and adds
   `embeddings_scale` (and `reverse_embeddings_scale`), one per vocabulary
   entry.
+- `"int4"`: two values a byte. A `Dense` kernel `(in, out)` is stored
+  `(in, ceil(out / 2))`, packed along its outputs; an `EinsumDense` kernel
+  is first reshaped (row-major, no transpose) to `(rows, columns)`, rows
+  the product of its contracted dimensions, then packed along columns.
+  Per channel (`block_size` `None` or -1) a `kernel_scale` has one entry
+  per column; in groups of `block_size` rows (Keras's default, 128) the
+  scale and an int8 `kernel_zero` are `(groups, columns)` and a float
+  `g_idx` `(rows,)` maps each row to its group. An embedding
+  `(vocabulary, hidden)` is packed along hidden, with `embeddings_scale`
+  and `embeddings_zero` `(vocabulary,)` or `(vocabulary, groups)` and
+  `g_idx` `(hidden,)`; an untied `reverse_embeddings` `(hidden,
+  vocabulary)` is packed along hidden, its scale and zero `(vocabulary,)`
+  or `(groups, vocabulary)`.
 - `"float8"`: the kernel stays in its float dtype; six per-tensor scalars
   and amax histories are added (`inputs_scale`, `inputs_amax_history`,
   `kernel_scale`, `kernel_amax_history`, `outputs_grad_scale`,
   `outputs_grad_amax_history`).
 
-`plan_quantized` lays every one of them out before Keras creates it: an
-int8 kernel keeps its float plan; a scale takes the axes its kernel's
-output dimension has when they are model-like (model, expert), so each
-device holds the scales of its own output channels, and is replicated
-along the batch axes (data, fsdp), which split weights for memory only
-(a scale is a thousandth of its kernel); float8's per-tensor values are
-the same on every device: replicated. Other modes (`int4`, `gptq`, `awq`)
-are not planned yet and are refused under a layout map, never replicated
-silently.
+`plan_quantized` lays every one of them out before Keras creates it,
+from the float kernel's plan:
+
+- A quantized kernel keeps its float plan (int8), or (int4) each stored
+  dimension takes the axes of the kernel dimension it starts with: a
+  reshaped dimension starts a block of the flat kernel only at its major
+  dimension, so a model-like axis (model, expert) is kept where the major
+  dimension of its group has it and the split still divides the packed
+  or reshaped size, and is dropped otherwise (said in the reason). Batch
+  axes (data, fsdp) split weights for memory only (the weight is gathered
+  before use), so one dropped there moves to any stored dimension it
+  divides.
+- A per-channel scale (and `g_idx`) takes the model-like axes of the
+  channels it scales, so each device holds the scales of its own outputs,
+  and is replicated along the batch axes (it is a few thousandths of its
+  kernel). Grouped int4 scales and zeros are a twelfth of their kernel,
+  so they take all its axes: groups split with their rows when whole
+  groups stay on each device.
+- float8's per-tensor values are the same on every device: replicated.
+
+Other modes (`gptq`, `awq`) are not planned yet and are refused under a
+layout map, never replicated silently.
 """
 
 import dataclasses
-import re
-
-import keras
+import math
 
 from keras_nlp.distribution.layout_errors import LayoutError
 from keras_nlp.distribution.placement import derived_weight_plan
+from keras_nlp.distribution.placement import shard_shape
+from keras_nlp.distribution.quantizable import describe_layer
+from keras_nlp.distribution.quantizable import layer_policy
+from keras_nlp.distribution.quantizable import quantized_by_keras
 from keras_nlp.distribution.rules import entry_axes
 from keras_nlp.distribution.rules import format_spec
 
-PLANNED_MODES = ("int8", "float8")
+PLANNED_MODES = ("int8", "int4", "float8")
 FLOAT8_VARIABLES = (
     "inputs_scale",
     "inputs_amax_history",
@@ -47,6 +75,8 @@ FLOAT8_VARIABLES = (
 )
 # Keras's length of a float8 amax history.
 AMAX_HISTORY_LENGTH = 1024
+# Keras's int4 group size when no config names one.
+DEFAULT_INT4_BLOCK_SIZE = 128
 
 
 def check_planned_mode(mode):
@@ -60,123 +90,370 @@ def check_planned_mode(mode):
         )
 
 
-def _scale_entry(entry, batch_axes):
-    """A kernel dimension's axes without the batch axes, for its scale."""
+def int4_block_size(config):
+    """The int4 group size a `quantize` call uses (`None`: per channel)."""
+    block_size = getattr(config, "block_size", DEFAULT_INT4_BLOCK_SIZE)
+    return None if block_size in (None, -1) else block_size
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stored:
+    """A stored (quantized) form of a kernel: its shape, the spec each
+    dimension can keep, and what was dropped on the way."""
+
+    shape: tuple
+    spec: tuple
+    names: tuple
+    dropped: tuple = ()
+
+
+def _shards(entry, axis_sizes):
+    return math.prod(axis_sizes[a] for a in entry_axes(entry))
+
+
+def _flatten(kernel, rows, axis_sizes):
+    """The row-major reshape of `kernel` to `(rows, size // rows)`.
+
+    A flat dimension keeps the entry of the first kernel dimension it
+    starts with, when that dimension (and nothing before it in the
+    group) is split and the split divides the flat size; any other split
+    of the kernel is listed as dropped.
+    """
+    shape, spec = kernel.shape, kernel.spec
+    names = kernel.dim_names or (None,) * len(shape)
+    columns = math.prod(shape) // rows
+    # Kernel dimension each flat dimension starts with, when it starts
+    # one (rows always start with the first dimension larger than 1).
+    starts = {}
+    for i, size in enumerate(shape):
+        if size > 1:
+            starts.setdefault("rows", i)
+        if math.prod(shape[i:]) == columns and size > 1:
+            starts.setdefault("columns", i)
+    flat_spec, flat_names, kept = [], [], set()
+    for which, size in (("rows", rows), ("columns", columns)):
+        i = starts.get(which)
+        entry = None if i is None else spec[i]
+        if entry is not None and size % _shards(entry, axis_sizes) == 0:
+            kept.add(i)
+            flat_spec.append(entry)
+            flat_names.append(names[i])
+        else:
+            flat_spec.append(None)
+            flat_names.append(None)
+    dropped = tuple(
+        axis
+        for i, entry in enumerate(spec)
+        if i not in kept
+        for axis in entry_axes(entry)
+    )
+    return _Stored(
+        (rows, columns), tuple(flat_spec), tuple(flat_names), dropped
+    )
+
+
+def _pack(stored, dim, axis_sizes):
+    """`stored` with dimension `dim` holding two values a byte: a split
+    stays when every device's share is whole bytes."""
+    shape, spec = list(stored.shape), list(stored.spec)
+    size, entry = shape[dim], spec[dim]
+    shape[dim] = (size + 1) // 2
+    dropped = stored.dropped
+    if entry is not None and size % (2 * _shards(entry, axis_sizes)):
+        dropped += entry_axes(entry)
+        spec[dim] = None
+    return _Stored(tuple(shape), tuple(spec), stored.names, dropped)
+
+
+def _place_batch_axes(stored, batch_axes, axis_sizes):
+    """Moves dropped batch axes to any dimension they divide."""
+    spec, dropped = list(stored.spec), []
+    for axis in stored.dropped:
+        if axis not in batch_axes:
+            dropped.append(axis)
+            continue
+        for d, size in enumerate(stored.shape):
+            axes = entry_axes(spec[d]) + (axis,)
+            if size % math.prod(axis_sizes[a] for a in axes) == 0:
+                spec[d] = axes[0] if len(axes) == 1 else axes
+                break
+        else:
+            dropped.append(axis)
+    return dataclasses.replace(stored, spec=tuple(spec), dropped=tuple(dropped))
+
+
+def _model_like(entry, batch_axes):
+    """`entry` without the batch axes."""
     axes = tuple(a for a in entry_axes(entry) if a not in batch_axes)
     if not axes:
         return None
     return axes[0] if len(axes) == 1 else axes
 
 
-def _int8_scale(kernel, scale_path, shape, kernel_dims, plan, batch_axes):
-    """The plan of a scale whose dimension `i` is kernel dimension
-    `kernel_dims[i]` (or `None`: a size-1 dimension)."""
+def _derived(path, shape, dtype, spec, names, plan, reason):
+    """A variable derived from `kernel`; a split that does not divide its
+    dimension (an odd channel count after packing) is dropped there."""
+    axis_sizes = plan.mesh.axis_sizes
     spec = tuple(
-        None if dim is None else _scale_entry(kernel.spec[dim], batch_axes)
-        for dim in kernel_dims
+        entry if size % _shards(entry, axis_sizes) == 0 else None
+        for size, entry in zip(shape, spec, strict=True)
     )
-    names = None
-    if kernel.dim_names:
-        names = tuple(
-            None if dim is None else kernel.dim_names[dim]
-            for dim in kernel_dims
-        )
     return derived_weight_plan(
-        scale_path,
+        path,
         shape,
-        "float32",
+        dtype,
         spec,
         plan.mesh.axis_sizes,
-        f"int8 scale of {kernel.path} laid out "
-        f"{format_spec(kernel.spec)}: its output channels keep the kernel's "
-        "model-like axes, replicated along the batch axes",
-        names,
+        reason,
+        names if any(n is not None for n in names) else None,
     )
 
 
-def _kernel_variable(layer):
-    # `kernel` is the LoRA-merged value once LoRA is on; `_kernel` is
-    # always the variable.
-    variable = getattr(layer, "_kernel", None)
-    return layer.kernel if variable is None else variable
-
-
-def _einsum_scale_dims(equation):
-    """Kernel dimension of each scale dimension of an int8 `EinsumDense`."""
+def _einsum_parts(equation):
+    """`(kernel letters, output letters)` of an `EinsumDense` equation."""
     inputs, output = equation.split("->")
     kernel = inputs.split(",")[1]
     if "..." in kernel or "..." in output:
         raise LayoutError(
-            f"Cannot plan the int8 scale of an EinsumDense with an ellipsis "
-            f"({equation!r})."
+            f"Cannot plan the quantized scale of an EinsumDense with an "
+            f"ellipsis ({equation!r})."
         )
-    return [kernel.index(c) if c in kernel else None for c in output]
+    return kernel, output
 
 
-def _layer_variables(layer, mode, weights, plan, batch_axes):
+def _int8_variables(description, kernel, kind, prefix, plan):
+    """The int8 kernel and its per-channel scale."""
+    batch_axes = plan.batch_axes
+    if kind == "einsum":
+        letters, output = _einsum_parts(description.equation)
+        dims = [letters.index(c) if c in letters else None for c in output]
+    elif kind == "embeddings":
+        dims = [0]  # one per vocabulary row
+    else:
+        dims = [len(kernel.shape) - 1]  # one per output column
+    names = kernel.dim_names or (None,) * len(kernel.shape)
+    scale = _derived(
+        f"{prefix}_scale",
+        [1 if d is None else kernel.shape[d] for d in dims],
+        "float32",
+        [
+            None if d is None else _model_like(kernel.spec[d], batch_axes)
+            for d in dims
+        ],
+        [None if d is None else names[d] for d in dims],
+        plan,
+        f"int8 scale of {kernel.path} laid out "
+        f"{format_spec(kernel.spec)}: its output channels keep the "
+        "kernel's model-like axes, replicated along the batch axes",
+    )
+    return dataclasses.replace(kernel, dtype="int8"), [scale]
+
+
+def _int4_stored(description, kernel, kind, axis_sizes):
+    """The packed int4 form of `kernel`, and which of its dimensions are
+    `(rows, channels)`: grouped along rows, one scale per channel."""
+    names = kernel.dim_names or (None,) * len(kernel.shape)
+    whole = _Stored(kernel.shape, kernel.spec, names)
+    if kind == "einsum":
+        letters, output = _einsum_parts(description.equation)
+        rows = math.prod(
+            size
+            for letter, size in zip(letters, kernel.shape, strict=True)
+            if letter not in output
+        )
+        return _pack(_flatten(kernel, rows, axis_sizes), 1, axis_sizes), 0, 1
+    if kind == "reverse":  # (hidden, vocabulary), packed along hidden
+        return _pack(whole, 0, axis_sizes), 0, 1
+    # dense (in, out) and embeddings (vocabulary, hidden): packed last.
+    stored = _pack(whole, 1, axis_sizes)
+    return (stored, 1, 0) if kind == "embeddings" else (stored, 0, 1)
+
+
+def _int4_variables(description, kernel, kind, prefix, plan, block_size):
+    """The packed int4 kernel, its scales, zeros and group index."""
+    axis_sizes, batch_axes = plan.mesh.axis_sizes, plan.batch_axes
+    stored, row_dim, channel_dim = _int4_stored(
+        description, kernel, kind, axis_sizes
+    )
+    stored = _place_batch_axes(stored, batch_axes, axis_sizes)
+    # The unpacked sizes and splits of the grouped and the scaled
+    # dimension: the flat kernel's for an EinsumDense, else the kernel's.
+    if kind == "einsum":
+        rows = stored.shape[0]
+        channels = math.prod(kernel.shape) // rows
+        row_entry, channel_entry = stored.spec
+    else:
+        rows = kernel.shape[row_dim]
+        channels = kernel.shape[channel_dim]
+        row_entry = kernel.spec[row_dim]
+        channel_entry = kernel.spec[channel_dim]
+    names = stored.names
+    row_name, channel_name = names[row_dim], names[channel_dim]
+    where = f"int4 {kernel.path} laid out {format_spec(kernel.spec)}"
+    kernel_reason = (
+        f"{where}, stored {stored.shape} two values a byte: "
+        f"{format_spec(stored.spec)}"
+    )
+    if stored.dropped:
+        kernel_reason += (
+            f"; replicated along {', '.join(stored.dropped)}: the packed or "
+            "reshaped kernel cannot keep that split"
+        )
+    packed = dataclasses.replace(
+        kernel,
+        shape=stored.shape,
+        dtype="int8",
+        spec=stored.spec,
+        shard_shape=shard_shape(stored.shape, stored.spec, axis_sizes),
+        dim_names=(names if any(n is not None for n in names) else None),
+        reason=kernel_reason,
+    )
+    # Variables after the kernel, in Keras's order: scale, zero, g_idx.
+    # Grouped scales of the reverse embedding sit (groups, vocabulary),
+    # the others (channels, groups) or (groups, channels) as built.
+    added = []
+    if block_size is None:
+        added.append(
+            _derived(
+                f"{prefix}_scale",
+                (channels,),
+                "float32",
+                (_model_like(channel_entry, batch_axes),),
+                (channel_name,),
+                plan,
+                f"per-channel scale of {where}: its channels keep the "
+                "kernel's model-like axes",
+            )
+        )
+        return packed, added
+    groups = -(-rows // block_size)
+    # Whole groups on each device: the rows' split divides the groups.
+    group_entry = row_entry
+    if group_entry is not None and (
+        rows % block_size or groups % _shards(group_entry, axis_sizes)
+    ):
+        group_entry = None
+    if kind == "embeddings":
+        grouped_shape = (channels, groups)
+        grouped_spec = (channel_entry, group_entry)
+        grouped_names = (channel_name, None)
+    else:
+        grouped_shape = (groups, channels)
+        grouped_spec = (group_entry, channel_entry)
+        grouped_names = (None, channel_name)
+    reason = (
+        f"groups of {block_size} rows of {where}: whole groups and the "
+        "channels keep the kernel's axes"
+    )
+    zero_dtype = "float32" if kind == "reverse" else "int8"
+    for suffix, dtype in (("_scale", "float32"), ("_zero", zero_dtype)):
+        added.append(
+            _derived(
+                f"{prefix}{suffix}",
+                grouped_shape,
+                dtype,
+                grouped_spec,
+                grouped_names,
+                plan,
+                reason,
+            )
+        )
+    if kind != "reverse":
+        g_idx_prefix = kernel.path.rpartition("/")[0]
+        added.append(
+            _derived(
+                f"{g_idx_prefix}/g_idx",
+                (rows,),
+                "float32",
+                (_model_like(group_entry, batch_axes),),
+                (row_name,),
+                plan,
+                f"group of each row of {where}: split with the groups' "
+                "model-like axes",
+            )
+        )
+    return packed, added
+
+
+def _float8_variables(kernel, plan):
+    prefix = kernel.path.rpartition("/")[0]
+    added = []
+    for name in FLOAT8_VARIABLES:
+        shape = (AMAX_HISTORY_LENGTH,) if "history" in name else ()
+        added.append(
+            derived_weight_plan(
+                f"{prefix}/{name}",
+                shape,
+                "float32",
+                (None,) * len(shape),
+                plan.mesh.axis_sizes,
+                "float8 per-tensor scale or amax history: the same on "
+                "every device",
+            )
+        )
+    return added
+
+
+def _layer_variables(description, mode, weights, plan, block_size):
     """`(replacements, additions)`: WeightPlans for one quantized layer."""
     replaced, added = {}, []
-    if mode == "float8":
-        if not isinstance(
-            layer, (keras.layers.Dense, keras.layers.EinsumDense)
-        ):
-            return replaced, added
-        prefix = _kernel_variable(layer).path.rpartition("/")[0]
-        for name in FLOAT8_VARIABLES:
-            shape = (AMAX_HISTORY_LENGTH,) if "history" in name else ()
-            added.append(
-                derived_weight_plan(
-                    f"{prefix}/{name}",
-                    shape,
-                    "float32",
-                    (None,) * len(shape),
-                    plan.mesh.axis_sizes,
-                    "float8 per-tensor scale or amax history: the same on "
-                    "every device",
-                )
-            )
-        return replaced, added
-    if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense)):
-        kernels = [(_kernel_variable(layer).path, "kernel_scale")]
-    elif isinstance(layer, keras.layers.Embedding):
-        kernels = [(layer.embeddings.path, "embeddings_scale")]
-        reverse = getattr(layer, "reverse_embeddings", None)
-        if reverse is not None and not getattr(layer, "tie_weights", True):
-            kernels.append((reverse.path, "reverse_embeddings_scale"))
-    else:
-        return replaced, added
-    for kernel_path, scale_name in kernels:
+    for kernel_path, name, kind in description.kernels:
         kernel = weights.get(kernel_path)
         if kernel is None:
             raise LayoutError(
                 f"{kernel_path} is quantized but not in the plan, so its "
                 "scale cannot be laid out."
             )
-        replaced[kernel_path] = dataclasses.replace(kernel, dtype="int8")
-        scale_path = f"{kernel_path.rpartition('/')[0]}/{scale_name}"
-        if isinstance(layer, keras.layers.EinsumDense):
-            dims = _einsum_scale_dims(layer.equation)
-        elif scale_name == "embeddings_scale":
-            dims = [0]  # one per vocabulary row
+        prefix = f"{kernel_path.rpartition('/')[0]}/{name}"
+        if mode == "float8":
+            added.extend(_float8_variables(kernel, plan))
+            continue
+        if mode == "int8":
+            new, extra = _int8_variables(
+                description, kernel, kind, prefix, plan
+            )
         else:
-            dims = [len(kernel.shape) - 1]  # one per output column
-        shape = [1 if d is None else kernel.shape[d] for d in dims]
-        added.append(
-            _int8_scale(kernel, scale_path, shape, dims, plan, batch_axes)
-        )
+            new, extra = _int4_variables(
+                description, kernel, kind, prefix, plan, block_size
+            )
+        replaced[kernel_path] = new
+        added.extend(extra)
     return replaced, added
 
 
-def plan_quantized(model, plan, mode, filters=None):
+def _plan_layers(plan, chosen):
+    """`plan` with the layers of `chosen`, `(description, mode, block
+    size)` each, quantized: kernels replaced, new variables after each
+    layer's last one (Keras's order)."""
+    weights = {w.path: w for w in plan.weights}
+    replaced, added_after = {}, {}
+    for description, mode, block_size in chosen:
+        changes, additions = _layer_variables(
+            description, mode, weights, plan, block_size
+        )
+        replaced.update(changes)
+        added_after.setdefault(description.anchor, []).extend(additions)
+    result = []
+    for weight in plan.weights:
+        result.append(replaced.get(weight.path, weight))
+        result.extend(added_after.pop(weight.path, ()))
+    for leftovers in added_after.values():
+        result.extend(leftovers)
+    return dataclasses.replace(plan, weights=tuple(result))
+
+
+def plan_quantized(model, plan, mode, filters=None, config=None):
     """The plan of `model` after `model.quantize(mode)`, before it runs.
 
     Args:
         model: the built backbone (its layers say what Keras quantizes).
         plan: its current `LayoutPlan`.
-        mode: `"int8"` or `"float8"`.
+        mode: `"int8"`, `"int4"` or `"float8"`.
         filters: as `keras.Model.quantize` takes them: `None`, a regex or
             a list of them (searched in layer names), or a callable taking
             a layer.
+        config: the `keras.quantizers.QuantizationConfig` of the call, if
+            any (an int4 config's `block_size` sets the groups).
 
     Returns:
         A `LayoutPlan` whose quantized kernels are counted in their stored
@@ -187,47 +464,37 @@ def plan_quantized(model, plan, mode, filters=None):
             whose kernel is not in the plan.
     """
     check_planned_mode(mode)
-    batch_axes = plan.batch_axes
-    weights = {w.path: w for w in plan.weights}
-    replaced, added_after = {}, {}
+    block_size = int4_block_size(config)
+    chosen = []
     for layer in model._flatten_layers():
-        if not _quantized_by_keras(layer, mode, filters):
+        description = describe_layer(layer)
+        if description is not None and quantized_by_keras(
+            description, mode, filters, layer
+        ):
+            chosen.append((description, mode, block_size))
+    return _plan_layers(plan, chosen)
+
+
+def plan_quantized_config(plan, descriptions, policy_map):
+    """The plan of a backbone built with a quantized `DTypePolicyMap`
+    (a quantized preset's config), from its float plan.
+
+    Args:
+        plan: the `LayoutPlan` of the float config.
+        descriptions: the `QuantizableLayer`s of its abstract build.
+        policy_map: the config's `keras.dtype_policies.DTypePolicyMap`.
+
+    Raises:
+        LayoutError: for a policy whose mode is not planned.
+    """
+    chosen = []
+    for description in descriptions:
+        policy = layer_policy(policy_map, description)
+        if policy is None:
             continue
-        changes, additions = _layer_variables(
-            layer, mode, weights, plan, batch_axes
-        )
-        replaced.update(changes)
-        if additions:
-            anchor = layer.variables[-1].path if layer.variables else None
-            added_after.setdefault(anchor, []).extend(additions)
-    result = []
-    for weight in plan.weights:
-        result.append(replaced.get(weight.path, weight))
-        result.extend(added_after.pop(weight.path, ()))
-    for leftovers in added_after.values():
-        result.extend(leftovers)
-    return dataclasses.replace(plan, weights=tuple(result))
-
-
-def _quantized_by_keras(layer, mode, filters):
-    """Whether `keras.Model.quantize(mode, filters=filters)` quantizes it:
-    a leaf `Dense`, `EinsumDense` or (int8) `Embedding` not quantized yet,
-    whose name a regex filter finds (Keras matches names) or that a
-    callable filter accepts."""
-    if not isinstance(
-        layer,
-        (keras.layers.Dense, keras.layers.EinsumDense, keras.layers.Embedding),
-    ):
-        return False
-    if len(list(layer._flatten_layers())) != 1:
-        return False
-    if getattr(layer, "quantization_mode", None) is not None:
-        return False
-    if mode == "float8" and isinstance(layer, keras.layers.Embedding):
-        return False
-    if filters is None:
-        return True
-    if callable(filters):
-        return bool(filters(layer))
-    patterns = [filters] if isinstance(filters, str) else list(filters)
-    return any(re.search(pattern, layer.name) for pattern in patterns)
+        mode = policy.quantization_mode
+        check_planned_mode(mode)
+        if mode == "float8" and description.embedding:
+            continue  # Keras keeps embeddings in float under float8
+        chosen.append((description, mode, int4_block_size(policy)))
+    return _plan_layers(plan, chosen)

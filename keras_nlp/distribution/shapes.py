@@ -9,6 +9,7 @@ import keras
 from keras_nlp.distribution.activations import describe_layers
 from keras_nlp.distribution.dims import declared_dims
 from keras_nlp.distribution.kv_cache import describe_caches
+from keras_nlp.distribution.quantizable import describe_quantizable
 
 # How many abstract builds this thread is inside (they nest: a backbone
 # built abstractly may plan another).
@@ -61,8 +62,10 @@ def abstract_build(build_model):
         `(variables, layers)`: a tuple of `VariableInfo` in the model's
         `weights` order, and what else a plan may lay out: the
         `LayerOutput`s of its activations (see
-        `keras_nlp.distribution.activations`), then the `AttentionCache`s
-        of its key/value caches (see `keras_nlp.distribution.kv_cache`).
+        `keras_nlp.distribution.activations`), the `AttentionCache`s of
+        its key/value caches (see `keras_nlp.distribution.kv_cache`), then
+        the `QuantizableLayer`s that `quantize` would change (see
+        `keras_nlp.distribution.quantizable`).
     """
     found = []
     layers = []
@@ -82,6 +85,7 @@ def abstract_build(build_model):
         )
         layers.extend(describe_layers(model))
         layers.extend(describe_caches(model))
+        layers.extend(describe_quantizable(model))
 
     from keras.src.backend.common import global_state
 

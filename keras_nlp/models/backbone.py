@@ -184,12 +184,31 @@ class Backbone(
         config = {
             "name": self.name,
             "trainable": self.trainable,
-            "dtype": serialize_dtype_policy(self.dtype_policy),
+            "dtype": serialize_dtype_policy(self._quantized_dtype_policy()),
         }
         for key, value in self._constructor_config.items():
             config.setdefault(key, value)
         config.update(self.lora_config())
         return config
+
+    def _quantized_dtype_policy(self):
+        """The backbone's dtype policy, or once layers are quantized, a
+        `DTypePolicyMap` of their policies by layer path (as keras-hub
+        writes quantized presets), so that the config builds them
+        quantized."""
+        policy = self.dtype_policy
+        quantized = {
+            layer.path: layer.dtype_policy
+            for layer in self._flatten_layers(include_self=False)
+            if getattr(layer, "quantization_mode", None) is not None
+        }
+        if not quantized or isinstance(
+            policy, keras.dtype_policies.DTypePolicyMap
+        ):
+            return policy
+        return keras.dtype_policies.DTypePolicyMap(
+            default_policy=policy, policy_map=quantized
+        )
 
     @classmethod
     def from_config(cls, config, verify_layout=True):

@@ -22,7 +22,7 @@ class QuantizationMixin:
 
         Args:
             mode: `"int8"`, `"float8"`, ... as for `keras.Model.quantize`
-                (under a layout map: `"int8"` or `"float8"`).
+                (under a layout map: `"int8"`, `"int4"` or `"float8"`).
             config: a `keras.quantizers.QuantizationConfig`, as Keras takes.
             filters: a regex, a list of them, or a callable, as Keras takes.
 
@@ -61,8 +61,17 @@ class QuantizationMixin:
             config, keras.quantizers.QuantizationConfig
         ):
             mode = config.mode
-        quantized = plan_quantized(self, plan, mode, filters)
-        layout_map.extend(quantized)
+        quantized = plan_quantized(self, plan, mode, filters, config)
+        # int4 kernels are deleted and created again, packed.
+        before = {w.path: w.shape for w in plan.weights}
+        layout_map.extend(
+            quantized,
+            recreated=[
+                w.path
+                for w in quantized.weights
+                if before.get(w.path, w.shape) != w.shape
+            ],
+        )
         super().quantize(mode, config=config, filters=filters, **kwargs)
         verify_layouts(self, quantized, layout_map.device_mesh)
         self._layout_plan = quantized

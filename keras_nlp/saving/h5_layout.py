@@ -73,8 +73,29 @@ def saved_groups(model):
     return found
 
 
+def stored_variable(layer, name):
+    """`layer`'s variable `name`: the variable behind a property that
+    returns a computed value (a quantized `kernel`, int4 `embeddings`,
+    LoRA's merged kernel), or `None`."""
+    for attribute in (f"_{name}", name):
+        variable = getattr(layer, attribute, None)
+        if isinstance(variable, keras.Variable):
+            return variable
+    return None
+
+
 def own_variables(layer):
-    """The variables a layer saves, in its saving order (no adapters)."""
+    """The variables a layer saves, in its saving order (no adapters).
+
+    A quantized layer saves in the order Keras lists for its mode
+    (`variable_serialization_spec`: kernel, bias, scale, ...), which
+    differs from the order it created them in.
+    """
+    mode = getattr(layer, "quantization_mode", None)
+    spec = getattr(layer, "variable_serialization_spec", None) if mode else None
+    if spec and mode in spec:
+        found = (stored_variable(layer, name) for name in spec[mode])
+        return [v for v in found if v is not None]
     own = list(layer._trainable_variables) + list(
         layer._non_trainable_variables
     )

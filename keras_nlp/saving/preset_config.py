@@ -27,6 +27,13 @@ from keras_nlp.version import __version__
 REGISTERED_PACKAGES = ("keras_nlp", "keras_hub", "keras_nlp.models")
 SAVED_PACKAGE = "keras_nlp"
 _DTYPE_POLICY_CLASSES = ("DTypePolicy", "FloatDTypePolicy")
+# Quantized policies a preset may hold, with their mode (an int4 mode
+# carries its block size: "int4/128").
+_QUANTIZED_POLICY_CLASSES = {
+    "QuantizedDTypePolicy": "int8",
+    "Int4DTypePolicy": "int4",
+    "QuantizedFloat8DTypePolicy": "float8",
+}
 
 
 def _check_plain(value, where, path):
@@ -61,11 +68,62 @@ def _deserialize_dtype(value, path):
         and isinstance(value["config"].get("name"), str)
     ):
         return value["config"]["name"]
+    if isinstance(value, dict) and value.get("class_name") == "DTypePolicyMap":
+        return _deserialize_policy_map(value, path)
     raise PresetError(
-        f"{path}: config.dtype must be a dtype name or a serialized Keras "
-        f"DTypePolicy ({', '.join(_DTYPE_POLICY_CLASSES)}); quantized "
-        f"policies are not supported. Received: {value!r}."
+        f"{path}: config.dtype must be a dtype name, a serialized Keras "
+        f"DTypePolicy ({', '.join(_DTYPE_POLICY_CLASSES)}) or a quantized "
+        f"model's DTypePolicyMap. Received: {value!r}."
     )
+
+
+def _deserialize_policy_map(value, path):
+    """A quantized preset's `DTypePolicyMap` (as Keras serializes it, and
+    keras-hub's quantized presets hold it), checked field by field before
+    Keras reads it: float policies and the quantized ones we lay out."""
+    config = value.get("config")
+    if value.get("module") != "keras.dtype_policies" or not isinstance(
+        config, dict
+    ):
+        raise PresetError(
+            f"{path}: config.dtype is a DTypePolicyMap without Keras's "
+            f"module 'keras.dtype_policies' and a config object: {value!r}."
+        )
+    default = config.get("default_policy")
+    if default is not None:
+        _deserialize_dtype(default, path)
+    policy_map = config.get("policy_map")
+    if not isinstance(policy_map, dict):
+        raise PresetError(
+            f"{path}: config.dtype.config.policy_map must be an object of "
+            f"layer paths to policies. Received: {policy_map!r}."
+        )
+    for key, policy in policy_map.items():
+        where = f"config.dtype.config.policy_map[{key!r}]"
+        class_name = (
+            policy.get("class_name") if isinstance(policy, dict) else None
+        )
+        if class_name in _DTYPE_POLICY_CLASSES:
+            _deserialize_dtype(policy, path)
+            continue
+        mode = (policy.get("config") or {}).get("mode") if class_name else None
+        if (
+            class_name not in _QUANTIZED_POLICY_CLASSES
+            or policy.get("module") != "keras.dtype_policies"
+            or not isinstance(mode, str)
+            or mode.partition("/")[0] != _QUANTIZED_POLICY_CLASSES[class_name]
+        ):
+            raise PresetError(
+                f"{path}: {where} must be a float policy or one of "
+                f"{', '.join(_QUANTIZED_POLICY_CLASSES)} (modes "
+                f"{', '.join(_QUANTIZED_POLICY_CLASSES.values())}), as "
+                f"Keras serializes them. Received: {policy!r}."
+            )
+        _check_plain(policy["config"], f"{where}.config", path)
+    try:
+        return keras.dtype_policies.deserialize(value)
+    except (TypeError, ValueError) as error:
+        raise PresetError(f"{path}: config.dtype: {error}") from None
 
 
 def _plain_nested_object(value, allowed, where, path):
