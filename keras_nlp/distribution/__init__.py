@@ -8,6 +8,7 @@ devices; the multi-process runtime is `keras_nlp.multihost`.
 """
 
 from keras_nlp.distribution.backbone_planner import plan_backbone_layout
+from keras_nlp.distribution.backbone_planner import quantized_config
 from keras_nlp.distribution.devices import DEVICE_PROFILES
 from keras_nlp.distribution.devices import DeviceProfile
 from keras_nlp.distribution.devices import device_profile
@@ -66,6 +67,7 @@ __all__ = [
     "declare_einsum_dims",
     "device_profile",
     "estimate_memory",
+    "quantized_config",
     "normalize_rules",
     "plan_backbone_layout",
     "recommend",

@@ -17,7 +17,10 @@ from keras_nlp.distribution.activations import plan_activations
 from keras_nlp.distribution.kv_cache import AttentionCache
 from keras_nlp.distribution.kv_cache import plan_kv_caches
 from keras_nlp.distribution.quantizable import QuantizableLayer
+from keras_nlp.distribution.quantizable import quantized_by_keras
 from keras_nlp.distribution.quantizable import quantized_policies
+from keras_nlp.distribution.quantized import DEFAULT_INT4_BLOCK_SIZE
+from keras_nlp.distribution.quantized import check_planned_mode
 from keras_nlp.distribution.quantized import plan_quantized_config
 from keras_nlp.distribution.resolver import resolve_layout
 from keras_nlp.distribution.rules import normalize_rules
@@ -120,3 +123,66 @@ def plan_backbone_layout(
         activations=activations,
         kv_caches=kv_caches,
     )
+
+
+def quantized_config(
+    backbone_cls, config, mode, block_size=DEFAULT_INT4_BLOCK_SIZE
+):
+    """`config` with the dtype a quantized copy of its backbone has.
+
+    The config `get_config` returns after `backbone.quantize(mode)` (a
+    `DTypePolicyMap` of every layer Keras quantizes in that mode), made
+    without building or quantizing anything: plans, `plan --dtype int4`
+    and memory estimates count the stored dtypes from it, and
+    `backbone_cls(**quantized_config(...))` builds the quantized
+    variables directly (to load quantized weights into).
+
+    Args:
+        backbone_cls: the backbone class.
+        config: dict of its (float) constructor arguments.
+        mode: `"int8"`, `"int4"` or `"float8"`.
+        block_size: int4's group size (`None`: one scale per channel).
+
+    Example:
+
+    ```python
+    from keras_nlp.distribution import quantized_config
+    from keras_nlp.models import LlamaBackbone
+
+    config = dict(
+        vocabulary_size=64, num_layers=1, num_query_heads=4,
+        num_key_value_heads=2, hidden_dim=32, intermediate_dim=64,
+    )
+    int4 = quantized_config(LlamaBackbone, config, "int4")
+    LlamaBackbone(**int4).get_layer("token_embedding").quantization_mode
+    # 'int4'
+    ```
+    """
+    check_planned_mode(mode)
+    float_config, existing = quantized_policies(config)
+    if existing is not None:
+        raise ValueError(
+            f"This {backbone_cls.__name__} config is quantized already (its "
+            "dtype is a DTypePolicyMap); pass the float config."
+        )
+    float_policy = keras.dtype_policies.get(float_config.get("dtype"))
+    source = float_policy.name
+    if mode == "int8":
+        policy = keras.dtype_policies.QuantizedDTypePolicy(mode, source)
+    elif mode == "float8":
+        policy = keras.dtype_policies.QuantizedFloat8DTypePolicy(mode, source)
+    else:
+        policy = keras.dtype_policies.Int4DTypePolicy(
+            f"int4/{-1 if block_size is None else block_size}", source
+        )
+    layers = backbone_layers(backbone_cls, float_config)
+    policy_map = keras.dtype_policies.DTypePolicyMap(
+        default_policy=float_policy,
+        policy_map={
+            layer.path: policy
+            for layer in layers
+            if isinstance(layer, QuantizableLayer)
+            and quantized_by_keras(layer, mode, None)
+        },
+    )
+    return {**config, "dtype": keras.dtype_policies.serialize(policy_map)}

@@ -16,6 +16,7 @@ import numpy as np
 from keras_nlp import multihost
 from keras_nlp.distribution.lora_adapters import LORA_ADAPTERS
 from keras_nlp.saving.h5_layout import join_group
+from keras_nlp.saving.h5_layout import own_variables
 from keras_nlp.saving.h5_layout import saved_groups
 from keras_nlp.saving.preset_files import SHARD_FILE
 from keras_nlp.saving.preset_files import SHARDED_WEIGHTS_FILE
@@ -214,7 +215,17 @@ def write_weights(model, preset_dir, max_shard_size=None):
             if not hasattr(saveable, "save_own_variables"):
                 continue
             slots = {}
-            saveable.save_own_variables(slots)
+            if getattr(saveable, "quantization_mode", None) and not getattr(
+                saveable, "lora_enabled", False
+            ):
+                # Keras's own writer of a quantized layer built from a
+                # DTypePolicyMap (a quantized preset) reads the map's
+                # float mode and loses the scales; its variables, in
+                # Keras's order, are what it would write.
+                for index, variable in enumerate(own_variables(saveable)):
+                    slots[str(index)] = variable.value
+            else:
+                saveable.save_own_variables(slots)
             # One value at a time: a merged LoRA kernel is a new tensor,
             # freed before the next is made.
             for key in list(slots):

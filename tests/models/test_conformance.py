@@ -15,7 +15,11 @@ one list of meshes, so that enrolling a class there runs it through all of:
    while B is zero;
 7. preset round trips (its first config): unsharded, and saved on one mesh
    (or none) then loaded on another (or none);
-8. for decoders: causality, and padding on the invisible side.
+8. for decoders: causality, and padding on the invisible side;
+9. quantized (int8 or int4, alternating by class): saved unsharded as a
+   preset, loaded straight into shards on (1, 8) and (2, 4), every
+   variable (scales, zeros, packed kernels) laid out as planned and the
+   outputs equal to the unsharded quantized model's.
 
 Built models come from the zoo (tests/models/zoo.py), built once per
 worker: one unsharded reference (its weights, inputs and outputs) per
@@ -41,13 +45,16 @@ from tests.models.backbone_checks import assert_outputs_close
 from tests.models.backbone_checks import assert_same_weights
 from tests.models.backbone_checks import gradients
 from tests.models.backbone_checks import jit_forward as forward
+from tests.models.backbone_checks import output_arrays
 from tests.models.backbone_checks import spec_of
 from tests.models.tiny_configs import DECODER
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import all_tiny_configs
 from tests.models.tiny_configs import backbone_class
+from tests.models.zoo import QUANTIZED_MODES
 from tests.models.zoo import build_with_weights
 from tests.models.zoo import distribution_for
+from tests.models.zoo import quantized
 from tests.models.zoo import reference
 from tests.models.zoo import sharded
 
@@ -57,6 +64,8 @@ from tests.models.zoo import sharded
 BUILD_MESHES = [(1, 8), (2, 4), (4, 2)]
 OUTPUT_MESHES = BUILD_MESHES[:1]
 LORA_MESH = BUILD_MESHES[1]
+QUANTIZED_MESHES = BUILD_MESHES[:2]
+QUANTIZED_TOLERANCE = 0.03
 # Save on the first mesh (None: unsharded), load on the second. Presets
 # saved from one device load into shards in tests/saving (keras-hub's).
 PRESET_MESH_PAIRS = [((1, 8), (2, 4)), ((2, 4), None)]
@@ -129,6 +138,19 @@ def presets(tmp_path_factory):
             # Sharded files too: every tensor in a file of its own, or
             # nearly.
             backbone.save_to_preset(str(path), max_shard_size=0.00001)
+        return path
+
+    return save
+
+
+@pytest.fixture(scope="module")
+def quantized_presets(tmp_path_factory):
+    """The zoo's quantized models saved unsharded, once per config."""
+
+    @functools.cache
+    def save(name, config_name):
+        path = tmp_path_factory.mktemp(f"{name}_{config_name}_quantized")
+        quantized(name, config_name)[0].save_to_preset(str(path))
         return path
 
     return save
@@ -449,3 +471,52 @@ def test_padding_leaves_real_tokens_unchanged(case):
     np.testing.assert_allclose(
         outputs[0, real], outputs[1, : len(tokens)], atol=ATOL, rtol=ATOL
     )
+
+
+# === 9. Quantized presets into shards ===
+
+
+@multi_device
+@pytest.mark.filterwarnings("ignore:Layer .* does not have a `quantize`")
+@pytest.mark.parametrize(
+    "mesh_shape", QUANTIZED_MESHES, ids=[str(m) for m in QUANTIZED_MESHES]
+)
+@pytest.mark.parametrize("case", PRESET_CASES, ids=case_id)
+def test_quantized_preset_loads_into_shards(
+    case, mesh_shape, quantized_presets
+):
+    mode = QUANTIZED_MODES[case[0]]
+    backbone, expected = quantized(*case)
+    path = quantized_presets(*case)
+    saved = json.loads((path / "config.json").read_text())["config"]
+    assert saved["dtype"]["class_name"] == "DTypePolicyMap"
+    with distribution_for(Backbone, mesh_shape).scope():
+        loaded = Backbone.from_preset(str(path))
+        actual = forward(loaded, reference(*case).inputs)
+    plan = assert_follows_plan(loaded, mesh_shape)
+    assert_same_weights(loaded, backbone)
+    # Every layer Keras quantized is planned in its stored dtype, with its
+    # scales (int4: packed kernels, zeros and group indices too).
+    layers = [
+        layer
+        for layer in backbone._flatten_layers()
+        if getattr(layer, "quantization_mode", None) == mode
+    ]
+    assert layers
+    for weight in plan.weights:
+        if weight.path.endswith(("_scale", "_zero", "g_idx")):
+            assert f"{mode} " in weight.reason, weight.path
+    int8 = [w for w in plan.weights if w.dtype == "int8"]
+    assert len(int8) >= len(layers)
+    # Random integers and scales sized like real ones: finite, not flat.
+    for name, value in output_arrays(expected).items():
+        assert np.isfinite(value).all() and value.std() > 1e-3, name
+        # Quantized layers round their inputs too: a last-bit difference
+        # of the sharded sums can move one to the next step (~1%).
+        np.testing.assert_allclose(
+            output_arrays(actual)[name],
+            value,
+            atol=QUANTIZED_TOLERANCE * np.abs(value).max(),
+            rtol=0,
+            err_msg=name,
+        )

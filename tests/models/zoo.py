@@ -9,6 +9,8 @@ worker (`--dist loadgroup`), so each model is built on one worker only.
   (constant-initialized ones too), its inputs and its jitted outputs.
 - `sharded(name, config_name, mesh_shape)`: the reference's weights built
   under a `ModelParallel` distribution for the class's layout map.
+- `quantized(name, config_name)`: the reference quantized (unsharded) in
+  the class's mode of `QUANTIZED_MODES`, and its outputs.
 """
 
 import dataclasses
@@ -126,3 +128,66 @@ def build_with_weights(backbone_cls, config, weights):
     return build_from_weights(
         backbone_cls, config, "the zoo", pair, read, verbose=False
     )
+
+
+# Each class is quantized in one mode: int8 and int4 alternate over the
+# sorted class names, so that each kind of model meets both across the
+# table.
+QUANTIZED_MODES = {
+    name: ("int8", "int4")[index % 2]
+    for index, name in enumerate(sorted(TINY_CONFIGS))
+}
+
+
+def _quantized_value(variable, value, grouped, rng):
+    """A random value for a quantized variable, of its dtype and of sizes
+    that keep the dequantized weights near the float ones (~0.03)."""
+    shape, name = tuple(variable.shape), variable.name
+    if name == "g_idx":
+        return value  # the row -> group map Keras builds
+    if variable.dtype == "int8":  # kernels (int4: two a byte), zeros
+        bound = 3 if name.endswith("_zero") else 8
+        return rng.integers(-bound, bound, shape).astype("int8")
+    if name.endswith("_zero"):
+        return rng.integers(-3, 3, shape).astype(value.dtype)
+    # Per-channel scales divide the integers (weight = q / scale);
+    # grouped int4 scales multiply them (weight = (q - zero) * scale).
+    low, high = (0.002, 0.006) if grouped else (150.0, 450.0)
+    return rng.uniform(low, high, shape).astype(value.dtype)
+
+
+@functools.cache
+def quantized(name, config_name):
+    """`(backbone, outputs)`: the class's tiny config quantized unsharded
+    in `QUANTIZED_MODES[name]`, and its jitted outputs.
+
+    Built from `quantized_config` (what `quantize` would make) rather
+    than by `quantize` (which runs op by op, seconds per model): the
+    reference's float weights, random integers and scales for the rest.
+    """
+    from keras_nlp.distribution import quantized_config
+
+    ref = reference(name, config_name)
+    config = quantized_config(
+        ref.backbone_cls, ref.config, QUANTIZED_MODES[name]
+    )
+    backbone = ref.backbone_cls.from_config(config)
+    rng = np.random.default_rng(1)
+    paths = {v.path for v in backbone.weights}
+    for variable in backbone.weights:
+        value = keras.ops.convert_to_numpy(variable.value)
+        float_value = ref.weights.get(variable.path)
+        if (
+            float_value is not None
+            and float_value.shape == value.shape
+            and variable.dtype != "int8"
+        ):
+            value = float_value
+        else:
+            layer = variable.path.rpartition("/")[0]
+            grouped = any(
+                p.startswith(layer) and p.endswith("_zero") for p in paths
+            )
+            value = _quantized_value(variable, value, grouped, rng)
+        variable.assign(value)
+    return backbone, jit_forward(backbone, ref.inputs)
