@@ -97,7 +97,44 @@ def test_unknown_model_type_lists_the_supported_ones(checkpoint):
             {"rope_scaling": {"type": "linear", "factor": 2.0, "beta": 1}},
             r"keys \['beta'\] are not understood for 'linear' RoPE",
         ),
-        ({"quantization_config": {"bits": 4}}, r"\['quantization_config'\]"),
+        # Quantized checkpoints: any family reads fp8 (block-scaled e4m3;
+        # tests/saving/test_huggingface_fp8.py), nothing else.
+        *(
+            (
+                {"quantization_config": {"quant_method": method, "bits": 4}},
+                rf"quantization_config has quant_method={method!r}, which "
+                r"keras_nlp does not read. It reads 'fp8' \(block-scaled "
+                r"float8 e4m3 weights, any model type\) and 'mxfp4'",
+            )
+            for method in ("gptq", "awq", "bitsandbytes", "compressed-tensors")
+        ),
+        (
+            {"quantization_config": {"bits": 4}},
+            r"quant_method=None, which keras_nlp does not read",
+        ),
+        (
+            {"quantization_config": {"quant_method": "fp8", "fmt": "e5m2"}},
+            r"quantization_config.fmt='e5m2' is not read; fp8 checkpoints "
+            r"load when their weights are 'e4m3'",
+        ),
+        *(
+            (
+                {
+                    "quantization_config": {
+                        "quant_method": "fp8",
+                        "weight_block_size": size,
+                    }
+                },
+                r"quantization_config.weight_block_size=.* must be two "
+                r"positive integers \[rows, columns\]",
+            )
+            for size in ([128], [0, 128], [128, 12.5], None, "128")
+        ),
+        (
+            {"quantization_config": {"quant_method": "fp8", "group_size": 1}},
+            r"quantization_config keys \['group_size'\] are not understood "
+            r"for quant_method 'fp8'",
+        ),
         # Values that are not valid, refused before anything is built.
         ({"hidden_size": "32"}, r"hidden_size='32' is not a valid value; it"),
         ({"num_attention_heads": 0}, r"num_attention_heads=0 is not a valid"),
@@ -159,6 +196,27 @@ def test_unsupported_architecture_fields_are_named(checkpoint, fields, message):
         _edit_config(checkpoint, **fields)
     with pytest.raises(PresetError, match=message):
         Backbone.from_preset(str(checkpoint))
+
+
+def test_fp8_config_loads_any_family_and_its_float_tensors(checkpoint, saved):
+    # Which tensors are float8 their dtypes say (none here); what only
+    # changes transformers' matmuls (activations, scale format, the
+    # modules left unquantized) is accepted as written.
+    _edit_config(
+        checkpoint,
+        quantization_config={
+            "quant_method": "fp8",
+            "fmt": "e4m3",
+            "activation_scheme": "static",
+            "weight_block_size": [128, 128],
+            "modules_to_not_convert": ["lm_head"],
+            "scale_fmt": "ue8m0",
+        },
+    )
+    loaded = Backbone.from_preset(str(checkpoint))
+    reference = Backbone.from_preset(str(saved))
+    for ours, theirs in zip(loaded.weights, reference.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
 
 
 def test_config_translation_covers_rope_scaling_kinds(checkpoint):

@@ -6,7 +6,8 @@ and `save_to_preset(directory, format="huggingface")` writes one. Each
 `model_type` is a `HuggingFaceFamily`, declared in the model's folder
 (`keras_nlp/models/llama/llama_huggingface.py`): its config translation
 both ways and its tensor table of `Weight` rows (`tensor_table`), whose
-conversions (`conversions`) serve import and export alike.
+conversions (`conversions`) serve import and export alike. Checkpoints
+with block-scaled FP8 weights (`fp8`) load into any family, dequantized.
 """
 
 from keras_nlp.saving.huggingface.checkpoint import Checkpoint
@@ -31,6 +32,9 @@ from keras_nlp.saving.huggingface.family import family_for_backbone
 from keras_nlp.saving.huggingface.family import family_for_model_type
 from keras_nlp.saving.huggingface.family import register_family
 from keras_nlp.saving.huggingface.family import registered_families
+from keras_nlp.saving.huggingface.fp8 import Fp8
+from keras_nlp.saving.huggingface.fp8 import dequantize_fp8
+from keras_nlp.saving.huggingface.fp8 import read_quantization
 from keras_nlp.saving.huggingface.loading import build_from_huggingface
 from keras_nlp.saving.huggingface.loading import huggingface_config
 from keras_nlp.saving.huggingface.mxfp4 import MXFP4
@@ -60,6 +64,7 @@ __all__ = [
     "MXFP4",
     "Add",
     "Checkpoint",
+    "Fp8",
     "HuggingFaceConfig",
     "HuggingFaceFamily",
     "Merge",
@@ -77,6 +82,7 @@ __all__ = [
     "attention_rows",
     "classifier_rows",
     "bind",
+    "dequantize_fp8",
     "dequantize_mxfp4",
     "layer_norm_rows",
     "linear_rows",
@@ -87,6 +93,7 @@ __all__ = [
     "huggingface_config",
     "is_huggingface_directory",
     "read_huggingface_config",
+    "read_quantization",
     "register_family",
     "register_task_head",
     "registered_families",

@@ -12,13 +12,18 @@ descriptor (`/proc/self/fd/N`), never a path looked up again. Headers
 (names, shapes, dtypes) are read when the checkpoint is opened; values only
 by `read`, by slice, from a memory map that lives only as long as one
 `reading` block, so the pages a load touched leave the process with each
-tensor.
+tensor. float8 tensors (block-scaled FP8 weights), for which safetensors'
+NumPy reader has no type, are copied out of a map of that same
+descriptor, at the offsets their file's header gives.
 """
 
 import contextlib
+import json
+import mmap
 import os
+import struct
 
-import ml_dtypes  # noqa: F401 (lets safetensors return bfloat16 arrays)
+import ml_dtypes  # (also lets safetensors return bfloat16 arrays)
 import numpy as np
 
 from keras_nlp.saving.preset_files import CONFIG_FILE
@@ -41,8 +46,13 @@ DTYPES = {
     "I8": "int8",
     "U8": "uint8",
     "BOOL": "bool",
+    # Block-scaled FP8 weights (`fp8.Fp8`), read through `_RAW`.
+    "F8_E4M3": "float8_e4m3fn",
 }
 CODES = {name: code for code, name in DTYPES.items()}
+# Dtypes safetensors' NumPy reader has no type for: `reading` copies their
+# boxes out of its own map of the file.
+_RAW = {"float8_e4m3fn": ml_dtypes.float8_e4m3fn}
 
 
 def is_huggingface_directory(directory):
@@ -75,13 +85,15 @@ def read_huggingface_config(directory):
 
 
 class TensorInfo:
-    """A tensor of a checkpoint: its file, name, shape and dtype."""
+    """A tensor of a checkpoint: its file, name, shape and dtype (and, for
+    a dtype read from the file's bytes, where its data starts)."""
 
-    def __init__(self, filename, name, shape, dtype):
+    def __init__(self, filename, name, shape, dtype, offset=None):
         self.filename = filename
         self.name = name
         self.shape = tuple(int(d) for d in shape)
         self.dtype = dtype
+        self.offset = offset
 
     def describe(self):
         return f"{self.filename}:{self.name}"
@@ -91,6 +103,29 @@ def _safe_open(path):
     from safetensors import safe_open
 
     return safe_open(path, framework="numpy")
+
+
+def _data_offsets(fd):
+    """`{name: byte offset of its data}` of the safetensors file `fd`: an
+    8-byte little-endian header size, the JSON header (each tensor's
+    `data_offsets` from the end of the header), then the data."""
+    (size,) = struct.unpack("<Q", os.pread(fd, 8, 0))
+    header = os.pread(fd, size, 8)
+    if len(header) != size:
+        raise ValueError("the header is truncated")
+    start = 8 + size
+    return {
+        name: start + int(entry["data_offsets"][0])
+        for name, entry in json.loads(header).items()
+        if name != "__metadata__"
+    }
+
+
+def _close_map(mapped):
+    # A view still held (by a traceback's frames) keeps the map open
+    # until it goes.
+    with contextlib.suppress(BufferError):
+        mapped.close()
 
 
 class Checkpoint:
@@ -208,6 +243,11 @@ class Checkpoint:
                     found[name] = TensorInfo(
                         filename, name, sliced.get_shape(), DTYPES[code]
                     )
+            raw = [i for i in found.values() if i.dtype in _RAW]
+            if raw:
+                offsets = _data_offsets(self._fds[filename])
+                for info in raw:
+                    info.offset = offsets[info.name]
         except PresetError:
             raise
         except Exception as error:  # safetensors' own error type
@@ -232,6 +272,7 @@ class Checkpoint:
         """
         with contextlib.ExitStack() as stack:
             opened = {}
+            maps = {}
             for filename in filenames:
                 try:
                     opened[filename] = stack.enter_context(
@@ -243,9 +284,25 @@ class Checkpoint:
                         f"{error}."
                     ) from error
 
+            def read_raw(info, box):
+                if info.filename not in maps:
+                    maps[info.filename] = mmap.mmap(
+                        self._fds[info.filename], 0, access=mmap.ACCESS_READ
+                    )
+                    stack.callback(_close_map, maps[info.filename])
+                whole = np.ndarray(
+                    info.shape,
+                    _RAW[info.dtype],
+                    buffer=maps[info.filename],
+                    offset=info.offset,
+                )
+                return np.array(whole[tuple(slice(a, b) for a, b in box)])
+
             def read(name, box):
                 info = self.tensors[name]
                 try:
+                    if info.dtype in _RAW:
+                        return read_raw(info, box)
                     sliced = opened[info.filename].get_slice(name)
                     if not info.shape:
                         value = opened[info.filename].get_tensor(name)

@@ -13,6 +13,7 @@ import dataclasses
 
 from keras_nlp.saving.huggingface.field_checks import check_field
 from keras_nlp.saving.huggingface.field_checks import check_heads
+from keras_nlp.saving.huggingface.fp8 import read_quantization
 from keras_nlp.saving.preset_files import PresetError
 from keras_nlp.saving.registry import registered_backbones
 
@@ -277,6 +278,11 @@ class HuggingFaceFamily:
         """Our constructor arguments for a `config.json`'s `data`."""
         config = HuggingFaceConfig(data, path, owner.__name__)
         arguments = self.config_from_hf(config)
+        if "quantization_config" not in config.read:
+            # Unless the family reads its own (gpt_oss's MXFP4), "fp8"
+            # loads whatever the family: its weights are dequantized by
+            # tensor, as the checkpoint's float8 dtypes say.
+            read_quantization(config.get("quantization_config"), path)
         config.derived_head_dim = arguments.get("head_dim") is None
         config.check_all_read(self.ignored_fields)
         return arguments

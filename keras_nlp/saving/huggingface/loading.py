@@ -14,6 +14,9 @@ from keras_nlp.saving.huggingface.export import remember_import
 from keras_nlp.saving.huggingface.family import family_for_model_type
 from keras_nlp.saving.huggingface.family import registered_families
 from keras_nlp.saving.huggingface.field_checks import check_header_counts
+from keras_nlp.saving.huggingface.fp8 import FLOAT8
+from keras_nlp.saving.huggingface.fp8 import Fp8
+from keras_nlp.saving.huggingface.fp8 import fp8_in_config
 from keras_nlp.saving.huggingface.task_heads import head_to_load
 from keras_nlp.saving.huggingface.task_heads import num_labels
 from keras_nlp.saving.huggingface.task_heads import task_head_patterns
@@ -90,8 +93,13 @@ def _resolve_prefix(family, names, checkpoint):
     return lambda name: name[len(prefix) :] if name.startswith(prefix) else name
 
 
-def match_checkpoint(model, family, config, checkpoint):
+def match_checkpoint(model, family, config, checkpoint, fp8=None):
     """Pairs every variable of `model` with its tensors, or raises.
+
+    Args:
+        fp8: the `fp8.Fp8` form of the checkpoint's `quantization_config`
+            (None without one): any tensor stored as float8 is read
+            through it, with its block scales.
 
     Returns:
         A list of `_Source`, in the model's order.
@@ -129,8 +137,10 @@ def match_checkpoint(model, family, config, checkpoint):
             info = _lookup(checkpoint, name, family.old_names)
             if info is None:
                 info = _stored(binding.weight, name, checkpoint, problems)
-                if info is False:
-                    continue
+            else:
+                info = _dequantized(info, fp8, checkpoint, used, problems)
+            if info is False:
+                continue
             if info is None and binding.weight.optional:
                 absent.append((name, binding.path))
                 continue
@@ -241,6 +251,27 @@ def _stored(weight, name, checkpoint, problems):
         if tensor is not None:
             return tensor
     return None
+
+
+def _dequantized(info, fp8, checkpoint, used, problems):
+    """`info`, or for a float8 tensor its `fp8.Fp8` `StoredTensor` (with
+    its block scales); False (with the problems listed, and the tensor
+    and its scales marked `used`: named once) when the config has no fp8
+    quantization or the scales are missing or malformed."""
+    if info.dtype != FLOAT8:
+        return info
+    used.update((info.name, info.name + Fp8.scale_suffix))
+    if fp8 is None:
+        problems.append(
+            f"{info.describe()} is stored as {FLOAT8}, but config.json "
+            "has no quantization_config with quant_method 'fp8' (which "
+            "gives the weight_block_size of its weight_scale_inv); "
+            "float8 weights load only as such block-scaled checkpoints"
+        )
+        return False
+    tensor, malformed = fp8.find(info.name, checkpoint.tensors)
+    problems.extend(malformed)
+    return tensor or False
 
 
 def _plus_info(binding, spell, checkpoint, used, problems):
@@ -426,11 +457,12 @@ def build_from_huggingface(
     """
 
     def pair(model):
-        sources = match_checkpoint(model, family, config, checkpoint)
+        sources = match_checkpoint(model, family, config, checkpoint, fp8)
         return [(source.variable, source) for source in sources]
 
     with open_preset_directory(directory) as opened:
         family, owner, config, data = _read_config(cls, opened)
+        fp8 = fp8_in_config(data, opened.join(CONFIG_FILE))
         with Checkpoint(opened) as checkpoint:
             # Arguments that follow from the tensors present (a pooler).
             config.update(family.options_for_tensors(checkpoint.tensors))
@@ -484,12 +516,20 @@ def load_head_weights(variables, directory, head, owner):
         for path in unmatched
     ]
     family = registered_families()[head.model_type]
+    with open_preset_directory(directory) as opened:
+        fp8 = fp8_in_config(
+            read_huggingface_config(opened), opened.join(CONFIG_FILE)
+        )
     with Checkpoint(directory) as checkpoint:
         sources = []
         for binding in bindings:
             variable = by_path[binding.path]
             (name,) = binding.names
             info = _lookup(checkpoint, name, family.old_names)
+            if info is not None:
+                info = _dequantized(info, fp8, checkpoint, set(), problems)
+                if info is False:
+                    continue
             expected = tuple(binding.converted_shape())
             if info is None:
                 problems.append(

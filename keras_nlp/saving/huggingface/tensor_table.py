@@ -8,7 +8,8 @@ other: a short chain of `ops` (`conversions`), written in the export
 direction (our tensor -> theirs), that the importer runs backwards. `bind`
 applies a table to a model's variables. A checkpoint may store a tensor in
 another form (`Weight.stored_as`, e.g. `mxfp4.MXFP4`), read as a
-`StoredTensor`.
+`StoredTensor`; so is any tensor stored as block-scaled float8
+(`fp8.Fp8`), whatever its row.
 """
 
 import dataclasses
