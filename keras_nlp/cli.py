@@ -258,7 +258,10 @@ def _add_decision_arguments(plan):
         default=None,
         help=(
             "dtype to count bytes in, e.g. bfloat16; or a mixed policy "
-            "(mixed_bfloat16: float32 weights, bfloat16 activations)"
+            "(mixed_bfloat16: float32 weights, bfloat16 activations); or "
+            "int8, int4 (int4/64: groups of 64 rows, int4/-1: per channel) "
+            "or float8: the preset quantized, scales included (Keras's "
+            "int8_from_bfloat16 names the float dtype of the rest)"
         ),
     )
     plan.add_argument(
@@ -341,10 +344,20 @@ def _add_workload_arguments(plan):
 
 
 def _plan_dtype(dtype):
-    """The dtype a plan counts weights in: a mixed policy's variables'."""
-    from keras_nlp.distribution.memory import POLICIES
+    """`(dtype to count weights in, quantization mode)` of `--dtype`: a
+    mixed policy's variable dtype; int8, int4 and float8 (alone, or
+    Keras's `int8_from_bfloat16`) quantize the preset's layers."""
+    from keras_nlp.distribution.memory import variable_dtype
+    from keras_nlp.distribution.quantizable import parse_quantized_dtype
 
-    return POLICIES[dtype][0] if dtype in POLICIES else dtype
+    mode, block_size, source = parse_quantized_dtype(dtype)
+    if mode is None:
+        return variable_dtype(dtype), None
+    if block_size is not None and block_size != 128:
+        mode = f"{mode}/{block_size}"
+    elif mode == "int4" and block_size is None:
+        mode = "int4/-1"
+    return variable_dtype(source), mode
 
 
 def _workload(args):
@@ -580,6 +593,8 @@ def _plan(args):
         memory = profile.memory_bytes
     data_axis = None if args.data_axis.lower() == "none" else args.data_axis
 
+    count_dtype, quantize = _plan_dtype(args.dtype)
+
     def plan_for(mesh, strict=False):
         return Backbone.plan_layout(
             mesh,
@@ -591,9 +606,10 @@ def _plan(args):
             strict=strict,
             policy=args.policy,
             tokens_per_step=args.tokens_per_step,
-            dtype=_plan_dtype(args.dtype),
+            dtype=count_dtype,
             lora_rank=args.lora_rank,
             device=profile,
+            quantize=quantize,
         )
 
     workload = _workload(args)

@@ -66,6 +66,21 @@ def test_dtype_changes_bytes_not_params(capsys):
     assert bf16["max_params_per_device"] == fp32["max_params_per_device"]
     assert bf16["max_bytes_per_device"] * 2 == fp32["max_bytes_per_device"]
     assert bf16["dtypes"] == ["bfloat16"]
+    # Quantized (the float weights in bfloat16): int8 kernels, bfloat16
+    # scales; int4 kernels packed two a byte (the single-head key kernel
+    # (1, 2048, 256) stored as 2048 rows of 256 / 2 bytes).
+    int8 = run_json(
+        capsys, "gemma_2b_en", "--mesh", "1x2", "--dtype", "int8_from_bfloat16"
+    )
+    int4 = run_json(capsys, "gemma_2b_en", "--mesh", "1x2", "--dtype", "int4")
+    assert sorted(int8["dtypes"]) == ["bfloat16", "int8"]
+    ratio = int8["max_bytes_per_device"] / bf16["max_bytes_per_device"]
+    assert 0.5 < ratio < 0.505
+    key = {w["path"]: w for w in int4["weights"]}[KV]
+    assert (key["shape"], key["dtype"]) == ([2048, 128], "int8")
+    assert "two values a byte" in key["reason"]
+    scales = [w for w in int4["weights"] if w["path"].endswith("_scale")]
+    assert scales and all(w["dtype"] == "float32" for w in scales)
 
 
 def test_custom_axis_names_and_no_data_axis(capsys):
@@ -237,6 +252,11 @@ BAD_INPUTS = {
             "argument --mesh: expected one argument. `python -m keras_nlp "
             "plan --help` describes the arguments."
         ],
+    ),
+    "group size on int8": (
+        ["gemma_2b_en", "--mesh", "1x2", "--dtype", "int8/64"],
+        None,
+        ["'int8/64': only int4 takes a group size ('int4/128'"],
     ),
     "train batch zero": (
         ["gemma_2b_en", "--mesh", "1x2", "--train", "--batch", "0"],

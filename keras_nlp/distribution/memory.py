@@ -100,6 +100,12 @@ POLICIES = {
 }
 
 
+def variable_dtype(dtype):
+    """The dtype variables are stored in under `dtype`: a mixed policy's
+    variable dtype, else `dtype` itself (`None` stays `None`)."""
+    return POLICIES[dtype][0] if dtype in POLICIES else dtype
+
+
 @dataclasses.dataclass(frozen=True)
 class ActivationFactors:
     """Tensors a block keeps, in units of each width (see the module doc).

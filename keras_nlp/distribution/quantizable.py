@@ -131,3 +131,27 @@ def layer_policy(policy_map, description):
     if getattr(policy, "quantization_mode", None) in QUANTIZED_DTYPES:
         return policy
     return None
+
+
+def parse_quantized_dtype(name):
+    """`(mode, int4 block size, float dtype)` of a quantized dtype name.
+
+    `"int8"`, `"int4"` (groups of 128 rows), `"int4/64"`, `"int4/-1"`
+    (one scale per channel) and `"float8"` quantize the model as it is;
+    Keras's policy names (`"int8_from_bfloat16"`, `"int4/128_from_float32"`)
+    name the float dtype too. Anything else is not quantized: `(None,
+    None, name)`.
+    """
+    if not isinstance(name, str):
+        return None, None, name
+    quantized, _, source = name.partition("_from_")
+    mode, _, block = quantized.partition("/")
+    if mode not in QUANTIZED_DTYPES:
+        return None, None, name
+    if block and (mode != "int4" or not block.lstrip("-").isdigit()):
+        raise ValueError(
+            f"{name!r}: only int4 takes a group size ('int4/128', or "
+            "'int4/-1' for one scale per channel)."
+        )
+    block_size = int(block) if block else 128
+    return mode, (None if block_size == -1 else block_size), source or None

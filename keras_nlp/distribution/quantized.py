@@ -36,17 +36,22 @@ from the float kernel's plan:
   reshaped dimension starts a block of the flat kernel only at its major
   dimension, so a model-like axis (model, expert) is kept where the major
   dimension of its group has it and the split still divides the packed
-  or reshaped size, and is dropped otherwise (said in the reason). Batch
-  axes (data, fsdp) split weights for memory only (the weight is gathered
-  before use), so one dropped there moves to any stored dimension it
-  divides.
+  or reshaped size. An axis it cannot keep moves to any stored dimension
+  it divides, for memory (said in the reason): the weight is gathered
+  along it before use, as along a batch axis (data, fsdp), which splits
+  weights for memory only.
 - A per-channel scale (and `g_idx`) takes the model-like axes of the
   channels it scales, so each device holds the scales of its own outputs,
   and is replicated along the batch axes (it is a few thousandths of its
   kernel). Grouped int4 scales and zeros are a twelfth of their kernel,
   so they take all its axes: groups split with their rows when whole
-  groups stay on each device.
+  groups stay on each device, and an axis neither keeps moves where it
+  divides.
 - float8's per-tensor values are the same on every device: replicated.
+
+Scales (and an untied reverse embedding's int4 zeros) are in the float
+dtype of their kernel, as Keras creates them; `g_idx` and float8's
+statistics in float32, int4 zeros (else) in int8.
 
 Other modes (`gptq`, `awq`) are not planned yet and are refused under a
 layout map, never replicated silently.
@@ -105,6 +110,7 @@ class _Stored:
     spec: tuple
     names: tuple
     dropped: tuple = ()
+    moved: tuple = ()
 
 
 def _shards(entry, axis_sizes):
@@ -165,21 +171,33 @@ def _pack(stored, dim, axis_sizes):
     return _Stored(tuple(shape), tuple(spec), stored.names, dropped)
 
 
-def _place_batch_axes(stored, batch_axes, axis_sizes):
-    """Moves dropped batch axes to any dimension they divide."""
-    spec, dropped = list(stored.spec), []
+def _place_axes(stored, axis_sizes):
+    """Moves the dropped axes to any dimension they divide (`moved`);
+    those that divide none stay `dropped` (replicated along)."""
+    spec, dropped, moved = list(stored.spec), [], []
     for axis in stored.dropped:
-        if axis not in batch_axes:
-            dropped.append(axis)
-            continue
         for d, size in enumerate(stored.shape):
             axes = entry_axes(spec[d]) + (axis,)
             if size % math.prod(axis_sizes[a] for a in axes) == 0:
                 spec[d] = axes[0] if len(axes) == 1 else axes
+                moved.append(axis)
                 break
         else:
             dropped.append(axis)
-    return dataclasses.replace(stored, spec=tuple(spec), dropped=tuple(dropped))
+    return dataclasses.replace(
+        stored,
+        spec=tuple(spec),
+        dropped=tuple(dropped),
+        moved=stored.moved + tuple(moved),
+    )
+
+
+def _fit(shape, spec, axis_sizes):
+    """`spec` without the splits that do not divide their dimension."""
+    return tuple(
+        entry if size % _shards(entry, axis_sizes) == 0 else None
+        for size, entry in zip(shape, spec, strict=True)
+    )
 
 
 def _model_like(entry, batch_axes):
@@ -194,16 +212,12 @@ def _derived(path, shape, dtype, spec, names, plan, reason):
     """A variable derived from `kernel`; a split that does not divide its
     dimension (an odd channel count after packing) is dropped there."""
     axis_sizes = plan.mesh.axis_sizes
-    spec = tuple(
-        entry if size % _shards(entry, axis_sizes) == 0 else None
-        for size, entry in zip(shape, spec, strict=True)
-    )
     return derived_weight_plan(
         path,
         shape,
         dtype,
-        spec,
-        plan.mesh.axis_sizes,
+        _fit(shape, spec, axis_sizes),
+        axis_sizes,
         reason,
         names if any(n is not None for n in names) else None,
     )
@@ -235,7 +249,7 @@ def _int8_variables(description, kernel, kind, prefix, plan):
     scale = _derived(
         f"{prefix}_scale",
         [1 if d is None else kernel.shape[d] for d in dims],
-        "float32",
+        kernel.dtype,
         [
             None if d is None else _model_like(kernel.spec[d], batch_axes)
             for d in dims
@@ -275,7 +289,7 @@ def _int4_variables(description, kernel, kind, prefix, plan, block_size):
     stored, row_dim, channel_dim = _int4_stored(
         description, kernel, kind, axis_sizes
     )
-    stored = _place_batch_axes(stored, batch_axes, axis_sizes)
+    stored = _place_axes(stored, axis_sizes)
     # The unpacked sizes and splits of the grouped and the scaled
     # dimension: the flat kernel's for an EinsumDense, else the kernel's.
     if kind == "einsum":
@@ -294,10 +308,16 @@ def _int4_variables(description, kernel, kind, prefix, plan, block_size):
         f"{where}, stored {stored.shape} two values a byte: "
         f"{format_spec(stored.spec)}"
     )
+    if stored.moved:
+        kernel_reason += (
+            f"; {', '.join(stored.moved)} moved where it divides, for "
+            "memory (the packed or reshaped kernel cannot keep its split; "
+            "gathered before use)"
+        )
     if stored.dropped:
         kernel_reason += (
-            f"; replicated along {', '.join(stored.dropped)}: the packed or "
-            "reshaped kernel cannot keep that split"
+            f"; replicated along {', '.join(stored.dropped)}: it divides "
+            "no dimension of the packed or reshaped kernel"
         )
     packed = dataclasses.replace(
         kernel,
@@ -317,7 +337,7 @@ def _int4_variables(description, kernel, kind, prefix, plan, block_size):
             _derived(
                 f"{prefix}_scale",
                 (channels,),
-                "float32",
+                kernel.dtype,
                 (_model_like(channel_entry, batch_axes),),
                 (channel_name,),
                 plan,
@@ -341,12 +361,31 @@ def _int4_variables(description, kernel, kind, prefix, plan, block_size):
         grouped_shape = (groups, channels)
         grouped_spec = (group_entry, channel_entry)
         grouped_names = (None, channel_name)
+    # Axes the groups or channels cannot keep go where they divide, for
+    # memory (a twelfth of the kernel; gathered before use).
+    grouped_spec = _fit(grouped_shape, grouped_spec, axis_sizes)
+    kept = {a for entry in grouped_spec for a in entry_axes(entry)}
+    missing = tuple(
+        a
+        for entry in stored.spec + kernel.spec
+        for a in entry_axes(entry)
+        if a not in kept
+    )
+    grouped_spec = _place_axes(
+        _Stored(
+            grouped_shape,
+            grouped_spec,
+            grouped_names,
+            tuple(dict.fromkeys(missing)),
+        ),
+        axis_sizes,
+    ).spec
     reason = (
         f"groups of {block_size} rows of {where}: whole groups and the "
-        "channels keep the kernel's axes"
+        "channels keep the kernel's axes (any other where it divides)"
     )
-    zero_dtype = "float32" if kind == "reverse" else "int8"
-    for suffix, dtype in (("_scale", "float32"), ("_zero", zero_dtype)):
+    zero_dtype = kernel.dtype if kind == "reverse" else "int8"
+    for suffix, dtype in (("_scale", kernel.dtype), ("_zero", zero_dtype)):
         added.append(
             _derived(
                 f"{prefix}{suffix}",

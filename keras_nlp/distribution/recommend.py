@@ -31,12 +31,12 @@ from keras_nlp.distribution.devices import device_profile
 from keras_nlp.distribution.formatting import format_bytes
 from keras_nlp.distribution.memory import GENERATE
 from keras_nlp.distribution.memory import OPTIMIZERS
-from keras_nlp.distribution.memory import POLICIES as DTYPE_POLICIES
 from keras_nlp.distribution.memory import batch_shards
 from keras_nlp.distribution.memory import block_widths
 from keras_nlp.distribution.memory import estimate_memory
 from keras_nlp.distribution.memory import experts_per_token
 from keras_nlp.distribution.memory import model_like_shards
+from keras_nlp.distribution.memory import variable_dtype
 
 POLICIES = ("auto", "memory", "communication")
 # Share of a device's memory a plan may take: the rest is left to the
@@ -247,7 +247,6 @@ def _plans(backbone_cls, workload, devices, profile, policies, arguments):
     experts = "experts" in {
         name for w in probe.weights for name in (w.dim_names or ())
     }
-    dtype = None if workload.dtype is None else DTYPE_POLICIES[workload.dtype]
     seen = set()
     for mesh in candidate_meshes(devices, experts):
         for policy in policies:
@@ -259,7 +258,7 @@ def _plans(backbone_cls, workload, devices, profile, policies, arguments):
                 policy=policy,
                 tokens_per_step=workload.tokens,
                 lora_rank=workload.lora_rank,
-                dtype=dtype and dtype[0],
+                dtype=variable_dtype(workload.dtype),
                 device=profile,
                 **arguments,
             )

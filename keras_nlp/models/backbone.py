@@ -6,9 +6,11 @@ import keras
 
 from keras_nlp.distribution.activations import batch_size_scope
 from keras_nlp.distribution.backbone_planner import plan_backbone_layout
+from keras_nlp.distribution.backbone_planner import quantized_config
 from keras_nlp.distribution.cost import DEFAULT_TOKENS_PER_STEP
 from keras_nlp.distribution.devices import device_profile
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
+from keras_nlp.distribution.quantizable import parse_quantized_dtype
 from keras_nlp.distribution.request import PlanRequest
 from keras_nlp.layers.remat import RematBoundary
 from keras_nlp.models.construction import backbone_constructor
@@ -262,6 +264,7 @@ class Backbone(
         lora_rank=None,
         lora_target_names=None,
         device=None,
+        quantize=None,
     ):
         """Plans where every weight goes on a mesh, without any device.
 
@@ -293,6 +296,10 @@ class Backbone(
             lora_target_names: optional list of layer names for the
                 adapters; defaults to the class's `lora_target_names`.
             device: optional, as in `get_layout_map`.
+            quantize: optional `"int8"`, `"int4"` (`"int4/64"`: groups of
+                64 rows, `"int4/-1"`: per channel) or `"float8"`: plan
+                the backbone as `quantize(mode)` would leave it, every
+                quantized kernel in its stored dtype with its scales.
 
         Returns:
             A `keras_nlp.distribution.LayoutPlan`.
@@ -322,6 +329,14 @@ class Backbone(
             config = {**config, "lora_rank": lora_rank}
             if lora_target_names is not None:
                 config["lora_target_names"] = list(lora_target_names)
+        if quantize is not None:
+            mode, block_size, _ = parse_quantized_dtype(quantize)
+            if mode is None:
+                raise ValueError(
+                    f"quantize={quantize!r} is not a quantization mode: use "
+                    "'int8', 'int4' (or 'int4/<group size>') or 'float8'."
+                )
+            config = quantized_config(owner, config, mode, block_size)
         return plan_backbone_layout(owner, config, request, preset=preset)
 
     @_class_or_instance_method

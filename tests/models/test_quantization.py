@@ -82,10 +82,11 @@ SHARDED_CASES = {
             "batch",
         ),
         "decoder_block_0/ffw_gating/kernel": ("batch", "model"),
-        "decoder_block_0/ffw_gating/kernel_scale": (None, "model"),
-        "decoder_block_0/ffw_gating/kernel_zero": (None, "model"),
+        # One group of rows: 'batch' joins the channels' 'model' there.
+        "decoder_block_0/ffw_gating/kernel_scale": (None, ("model", "batch")),
+        "decoder_block_0/ffw_gating/kernel_zero": (None, ("model", "batch")),
         "token_embedding/embeddings": ("model", "batch"),
-        "token_embedding/embeddings_scale": ("model", None),
+        "token_embedding/embeddings_scale": (("model", "batch"), None),
     },
     ("GPT2Backbone", "float8"): {
         "transformer_layer_0/feedforward_intermediate_dense/kernel": (
