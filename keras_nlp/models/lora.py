@@ -29,8 +29,12 @@ def _lora_matrix(layer):
     exceed."""
     shape = tuple(layer._kernel.shape)
     if getattr(layer, "quantization_mode", None) == "int4":
-        # int4 kernels are stored packed; Keras adapts their original shape.
-        shape = tuple(layer.original_kernel_shape)
+        # int4 kernels are stored packed; Keras adapts their original shape,
+        # which an `EinsumDense` keeps whole and a `Dense` by dimension.
+        if isinstance(layer, keras.layers.EinsumDense):
+            shape = tuple(layer.original_kernel_shape)
+        else:
+            shape = (layer._orig_input_dim, layer._orig_output_dim)
     return shape, math.prod(shape[:-1]), shape[-1]
 
 
@@ -48,6 +52,25 @@ def _check_rank_fits(rank, layer, layers):
         f"rank at most {min(rows, columns)}. Pass a rank of at most "
         f"{largest} for these target layers."
     )
+
+
+def check_no_quantized_lora(model, action):
+    """Raises when `model` has LoRA adapters on int8 or int4 kernels
+    (QLoRA), which `action` would have to fold into them."""
+    quantized = [
+        layer.path
+        for layer in model._flatten_layers(include_self=False)
+        if getattr(layer, "lora_enabled", False)
+        and getattr(layer, "quantization_mode", None) in ("int8", "int4")
+    ]
+    if quantized:
+        raise ValueError(
+            f"{action} cannot fold LoRA adapters into the quantized kernels "
+            f"of {', '.join(quantized)}: each sum must be quantized again. "
+            "Save the adapters (save_lora_weights), load them into the "
+            "float backbone (load_lora_weights), merge_lora() there, then "
+            "quantize the merged copy."
+        )
 
 
 class LoraMixin:
@@ -151,7 +174,9 @@ class LoraMixin:
         mesh axes, the rank is replicated), added to the layout map before
         they are created, and checked afterwards. Passing `lora_rank=` to
         the constructor (or keeping it in a config) does the same at build
-        time.
+        time. On an int8 or int4 backbone (QLoRA) the adapters have the
+        float kernels' dimensions and layouts, though int4 kernels are
+        stored packed.
 
         Args:
             rank: int, the rank of the adapters.
@@ -246,12 +271,17 @@ class LoraMixin:
 
         Returns:
             A new backbone of the same class and config, without LoRA.
+
+        Raises:
+            ValueError: when an adapted kernel is int8 or int4 (QLoRA):
+                merge on the float backbone, then quantize the copy.
         """
         if not getattr(self, "_lora_rank", None):
             raise ValueError(
                 f"This {type(self).__name__} has no LoRA adapters to merge; "
                 "call enable_lora(rank) first."
             )
+        check_no_quantized_lora(self, "merge_lora")
         config = {
             key: value
             for key, value in self.get_config().items()

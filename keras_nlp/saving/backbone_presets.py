@@ -388,7 +388,23 @@ class PresetMixin:
                 "pass format='huggingface' (a keras preset keeps them in "
                 "its tokenizer files)."
             )
+        # Presets hold LoRA merged; QLoRA adapters cannot be (say why).
+        from keras_nlp.models.lora import check_no_quantized_lora
+
+        check_no_quantized_lora(self, "save_to_preset")
         if format == "huggingface":
+            quantized = [
+                layer.path
+                for layer in self._flatten_layers(include_self=False)
+                if getattr(layer, "quantization_mode", None) is not None
+            ]
+            if quantized:
+                raise ValueError(
+                    "format='huggingface' writes float checkpoints, but "
+                    f"{len(quantized)} layers are quantized (e.g. "
+                    f"{quantized[0]}). Save the float backbone, or save "
+                    "this one with format='keras' (a quantized preset)."
+                )
             # Fails before anything is written for a class with no family.
             from keras_nlp.saving.huggingface.family import family_for_backbone
 
