@@ -50,6 +50,15 @@ def snapshot(backbone):
     }
 
 
+def assert_only_adapters_changed(before, after):
+    """Every LoRA adapter moved; every other variable is bit-equal."""
+    for path, value in before.items():
+        if "lora_kernel" in path:
+            assert not np.array_equal(value, after[path]), path
+        else:
+            np.testing.assert_array_equal(value, after[path], err_msg=path)
+
+
 CASES = [(name, mesh, "after_build") for name in TINY for mesh in MESHES]
 # LoRA in the constructor's config binds the adapters with the backbone.
 CASES += [(name, (2, 4), "in_config") for name in TINY]
@@ -98,12 +107,7 @@ def test_lora_fit_under_model_parallel(name, mesh_shape, when):
         history = model.fit(x, y, batch_size=8, epochs=4, verbose=0)
     losses = history.history["loss"]
     assert losses[-1] < losses[0], losses
-    after = snapshot(backbone)
-    for path, value in before.items():
-        if "lora_kernel" in path:
-            assert not np.array_equal(value, after[path]), path
-        else:
-            np.testing.assert_array_equal(value, after[path], err_msg=path)
+    assert_only_adapters_changed(before, snapshot(backbone))
 
 
 # QLoRA's base: the tiny Llama with one block (compiling two costs ~4 s).
@@ -199,14 +203,10 @@ def test_qlora_trains_only_adapters_that_reload_on_another_mesh(tmp_path):
         history = model.fit(x, token_ids[:, 1:], batch_size=4, verbose=0)
         outputs = jit_forward(backbone, x)["sequence_output"]
     assert np.isfinite(history.history["loss"]).all()
+    # int8 and packed int4 kernels, scales, zeros and float weights kept;
+    # `b` starts at zero, so `a` moves from the second step on.
     after = snapshot(backbone)
-    for path, value in before.items():
-        if "lora_kernel" in path:
-            # `b` starts at zero, so `a` moves from the second step on.
-            assert not np.array_equal(value, after[path]), path
-        else:
-            # int8 and packed int4 kernels, scales, zeros, float weights.
-            np.testing.assert_array_equal(value, after[path], err_msg=path)
+    assert_only_adapters_changed(before, after)
     assert_laid_out_as_planned(backbone)
 
     path = tmp_path / "qlora.lora.h5"
