@@ -40,13 +40,13 @@ from the float kernel's plan:
   it divides, for memory (said in the reason): the weight is gathered
   along it before use, as along a batch axis (data, fsdp), which splits
   weights for memory only.
-- A per-channel scale (and `g_idx`) takes the model-like axes of the
-  channels it scales, so each device holds the scales of its own outputs,
-  and is replicated along the batch axes (it is a few thousandths of its
+- A per-channel scale takes the model-like axes of the channels it
+  scales, so each device holds the scales of its own outputs, and is
+  replicated along the batch axes (it is a few thousandths of its
   kernel). Grouped int4 scales and zeros are a twelfth of their kernel,
   so they take all its axes: groups split with their rows when whole
   groups stay on each device, and an axis neither keeps moves where it
-  divides.
+  divides; `g_idx` (a float per row) splits with the rows.
 - float8's per-tensor values are the same on every device: replicated.
 
 Scales (and an untied reverse embedding's int4 zeros) are in the float
@@ -404,11 +404,11 @@ def _int4_variables(description, kernel, kind, prefix, plan, block_size):
                 f"{g_idx_prefix}/g_idx",
                 (rows,),
                 "float32",
-                (_model_like(group_entry, batch_axes),),
+                (row_entry,),
                 (row_name,),
                 plan,
-                f"group of each row of {where}: split with the groups' "
-                "model-like axes",
+                f"group of each row of {where}: split with the rows "
+                "(8 / columns of the kernel's bytes, too many to repeat)",
             )
         )
     return packed, added
