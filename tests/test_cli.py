@@ -461,11 +461,12 @@ def test_train_and_generate_print_the_memory_per_device(capsys):
     start = lines.index(
         "memory per device, generation, batch 16, context 8192 (prompt 512):"
     )
-    # 18 single-head caches, whole on the model axis: 18 x 16 x 2 x 8192
-    # x 256 float32 values.
-    assert lines[start + 3] == "  kv cache               4.50 GiB"
+    # 18 single-head caches: the head whole on the model axis, the length
+    # split over it: 18 x 16 x 2 x 8192 / 8 x 256 float32 values (whole,
+    # 4.50 GiB).
+    assert lines[start + 3] == "  kv cache               576.00 MiB"
     assert lines[-1].startswith("fits in Google TPU v5e (16 GB), 14.90 GiB")
-    assert lines[-1].endswith("the largest item is kv cache (4.50 GiB)")
+    assert lines[-1].endswith("the largest item is weights (1.23 GiB)")
 
 
 def test_recommend_ranks_setups_and_says_when_nothing_fits(capsys):

@@ -17,8 +17,9 @@ from keras_nlp.distribution.layout_map import batch_axes_of
 from keras_nlp.distribution.rules import entry_axes
 
 
-def planned_cache_specs(plans, batch_size):
-    """Each `CachePlan`'s spec for `batch_size`, or `None` when unplanned.
+def planned_cache_specs(plans, batch_size, max_length=None):
+    """Each `CachePlan`'s spec for `batch_size` (and `max_length`, when a
+    plan may split the length), or `None` when unplanned.
 
     The batch goes on the active distribution's batch axes when they divide
     `batch_size`, else it stays whole.
@@ -32,7 +33,7 @@ def planned_cache_specs(plans, batch_size):
         tuple(
             _without_unit_axes(entry, sizes)
             for entry in cache_spec(
-                plan, batch_size, sizes, layout_map.batch_axes
+                plan, batch_size, sizes, layout_map.batch_axes, max_length
             )
         )
         for plan in plans

@@ -109,6 +109,7 @@ def plan_backbone_layout(
         plan.weights,
         model_axes=(request.model_axis,),
         batch_axes=request.batch_axes,
+        split_length=True,
     )
     if policy_map is not None:
         plan = plan_quantized_config(

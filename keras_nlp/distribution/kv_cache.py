@@ -10,8 +10,13 @@ plan and roles as the weights:
   when those are model (tensor-parallel) axes: each device keeps the keys
   and values of its own heads, and no cache entry moves while decoding;
 - where the key kernel's heads fall back to being whole (one KV head on a
-  model axis of 2, as in Gemma 2B), the cache is whole on that axis too:
-  every device computes all keys and values, and keeps them;
+  model axis of 2, as in Gemma 2B), every device computes all keys and
+  values, but keeps only a slice of the positions: the cache's length is
+  split over that axis when it divides the cache length (else the cache
+  is whole there). Decoding then scores each device's positions and XLA
+  combines the softmax statistics (its maximum and sum) and the weighted
+  values across the axis, the log-sum-exp combine of flash-decoding, a
+  few values per head and token against a whole cache per device;
 - the batch goes on the batch axes (data, and fsdp if any) when they
   divide the batch being generated, else it stays whole;
 - axes that shard weights only for FSDP or experts never shard a cache.
@@ -65,6 +70,8 @@ class CachePlan:
         spec: per dimension of `CACHE_DIMS`: `FREE` (the batch, on the
             batch axes when they divide it), `None` (whole) or mesh axes.
         reason: why, in words.
+        length_axes: model axes the cache's length is split over when they
+            divide it (the heads being whole on them), else `()`.
     """
 
     path: str
@@ -72,6 +79,7 @@ class CachePlan:
     head_dim: int
     spec: tuple
     reason: str
+    length_axes: tuple = ()
 
     def shape(self, batch_size, max_length):
         """The cache's shape for a batch and a cache length."""
@@ -113,7 +121,9 @@ def describe_caches(model):
     return tuple(found)
 
 
-def plan_kv_caches(caches, weights, *, model_axes, batch_axes):
+def plan_kv_caches(
+    caches, weights, *, model_axes, batch_axes, split_length=False
+):
     """One `CachePlan` per `AttentionCache`, from its key kernel's layout.
 
     Args:
@@ -122,6 +132,9 @@ def plan_kv_caches(caches, weights, *, model_axes, batch_axes):
         model_axes: the tensor-parallel mesh axes; only they shard a cache's
             heads.
         batch_axes: the mesh axes that split the batch.
+        split_length: bool, whether a cache whose heads are whole on the
+            model axes has its length split over them instead (decoders'
+            self-attention caches).
 
     Returns:
         A tuple of `CachePlan`.
@@ -140,6 +153,7 @@ def plan_kv_caches(caches, weights, *, model_axes, batch_axes):
             for letter in ("k", "h")
         )
         spec = (FREE, None, None, heads, head_dim)
+        length_axes = ()
         if heads or head_dim:
             reason = (
                 ", ".join(
@@ -154,6 +168,15 @@ def plan_kv_caches(caches, weights, *, model_axes, batch_axes):
                 "kv heads whole on every device, as in the key kernel "
                 f"{weight.path} ({weight.reason.split(';')[0]})"
             )
+            if split_length and model_axes:
+                length_axes = tuple(sorted(model_axes))
+                reason += (
+                    "; the length split over "
+                    + ", ".join(f"'{a}'" for a in length_axes)
+                    + " when that divides it (each device keeps a slice "
+                    "of every head's positions; decoding combines the "
+                    "softmax statistics across it)"
+                )
         planned.append(
             CachePlan(
                 path=cache.path,
@@ -161,6 +184,7 @@ def plan_kv_caches(caches, weights, *, model_axes, batch_axes):
                 head_dim=cache.head_dim,
                 spec=spec,
                 reason=reason + "; batch on the batch axes when they divide it",
+                length_axes=length_axes,
             )
         )
     return tuple(planned)
@@ -176,11 +200,12 @@ def _model_only(entry, model_axes, batch_axes):
     return axes[0] if len(axes) == 1 else tuple(axes)
 
 
-def cache_spec(plan, batch_size, mesh_sizes, batch_axes):
-    """A `CachePlan`'s spec for one batch size: `FREE` resolved.
+def cache_spec(plan, batch_size, mesh_sizes, batch_axes, max_length=None):
+    """A `CachePlan`'s spec for one batch size and cache length.
 
     The batch goes on `batch_axes` when their product divides
-    `batch_size`, else it stays whole (`None`).
+    `batch_size`, else it stays whole (`None`); the length on the plan's
+    `length_axes` when their product divides `max_length` (given).
     """
     shards = 1
     for axis in batch_axes:
@@ -188,7 +213,14 @@ def cache_spec(plan, batch_size, mesh_sizes, batch_axes):
     batch = None
     if batch_axes and batch_size % shards == 0:
         batch = batch_axes[0] if len(batch_axes) == 1 else tuple(batch_axes)
-    return tuple(batch if entry == FREE else entry for entry in plan.spec)
+    spec = [batch if entry == FREE else entry for entry in plan.spec]
+    axes = tuple(a for a in plan.length_axes if mesh_sizes.get(a, 1) > 1)
+    length_shards = 1
+    for axis in axes:
+        length_shards *= mesh_sizes[axis]
+    if axes and max_length is not None and max_length % length_shards == 0:
+        spec[CACHE_DIMS.index("sequence")] = axes[0] if len(axes) == 1 else axes
+    return tuple(spec)
 
 
 def cache_bytes_per_device(
@@ -207,7 +239,7 @@ def cache_bytes_per_device(
         `(per_device, ideal)`: the shard's bytes, and the whole cache's
         bytes over the number of devices.
     """
-    spec = cache_spec(plan, batch_size, mesh_sizes, batch_axes)
+    spec = cache_spec(plan, batch_size, mesh_sizes, batch_axes, max_length)
     total = itemsize
     for size in plan.shape(batch_size, max_length):
         total *= size

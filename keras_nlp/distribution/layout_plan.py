@@ -351,6 +351,7 @@ class LayoutPlan:
                     "kv_heads": cache.kv_heads,
                     "head_dim": cache.head_dim,
                     "spec": spec_to_json(cache.spec),
+                    "length_axes": list(cache.length_axes),
                     "reason": cache.reason,
                 }
                 for cache in self.kv_caches
@@ -393,9 +394,11 @@ class LayoutPlan:
             )
         if self.kv_caches:
             layouts = collections.Counter(
-                "whole on every device"
-                if cache.spec[3:] == (None, None)
-                else "(kv_heads, head_dim) on " + format_spec(cache.spec[3:])
+                "(kv_heads, head_dim) on " + format_spec(cache.spec[3:])
+                if cache.spec[3:] != (None, None)
+                else "length on " + ", ".join(cache.length_axes)
+                if cache.length_axes
+                else "whole on every device"
                 for cache in self.kv_caches
             )
             lines.append(

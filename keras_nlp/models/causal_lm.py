@@ -244,7 +244,9 @@ class CausalLM(
         """
         stack = self.backbone.decoder_stack
         batch_size = x.shape[0]
-        specs = planned_cache_specs(self._cache_plans(), batch_size)
+        specs = planned_cache_specs(
+            self._cache_plans(), batch_size, caches[0].shape[2]
+        )
         # A block given a cache returns (outputs, cache); pin both here.
         blocks = [f"{block.path}/output" for block in stack.blocks]
         with batch_size_scope(batch_size), unpinned_outputs(blocks):
@@ -323,7 +325,7 @@ class CausalLM(
         return allocate_caches(
             self.cache_shapes(batch_size, max_length),
             self.backbone.compute_dtype,
-            planned_cache_specs(self._cache_plans(), batch_size),
+            planned_cache_specs(self._cache_plans(), batch_size, max_length),
         )
 
     # === Training ===

@@ -225,7 +225,7 @@ class GenerationMixin:
             verify_cache_layouts(
                 caches,
                 plans,
-                planned_cache_specs(plans, batch_size),
+                planned_cache_specs(plans, batch_size, caches[0].shape[2]),
                 active_layout_map().device_mesh,
             )
         del caches

@@ -41,12 +41,14 @@ pytestmark = pytest.mark.multi_device
 GENERATION_MESHES = [(1, 8), (2, 4)]
 # Four rows of mixed lengths, left-padded in the batch.
 PROMPTS = [[11, 12, 13, 14, 15], [21, 22, 23], [31], [41, 42, 43, 44]]
-MAX_LENGTH = 9
+# A multiple of every model axis: caches whose heads are whole on it are
+# split by length.
+MAX_LENGTH = 16
 _DIMS = dict(vocabulary_size=96, num_layers=1)
 # Backbone class, config and, per mesh, the layout of the batch of 4's
 # caches: (batch, keys and values, sequence, kv heads, head_dim).
 SHARDED_FAMILIES = {
-    # One key/value head: whole on 'model', every device keeps all.
+    # One key/value head, whole on 'model': the length split over it.
     "gemma_one_kv_head": (
         GemmaBackbone,
         dict(
@@ -58,8 +60,8 @@ SHARDED_FAMILIES = {
             intermediate_dim=64,
         ),
         {
-            (1, 8): (None, None, None, None, None),
-            (2, 4): ("batch", None, None, None, None),
+            (1, 8): (None, None, "model", None, None),
+            (2, 4): ("batch", None, "model", None, None),
         },
     ),
     # 16:8 grouped queries: 8 key/value heads on 'model' (4 or 8 ways).
@@ -77,13 +79,13 @@ SHARDED_FAMILIES = {
             (2, 4): ("batch", None, None, "model", None),
         },
     ),
-    # One fused query/key/value kernel of 4 heads: on 'model' of 4, whole
-    # on 'model' of 8.
+    # One fused query/key/value kernel of 4 heads: on 'model' of 4; whole
+    # on 'model' of 8, which splits the length instead.
     "gpt_neox_fused_qkv": (
         GPTNeoXBackbone,
         dict(_DIMS, hidden_dim=32, num_heads=4, intermediate_dim=64),
         {
-            (1, 8): (None, None, None, None, None),
+            (1, 8): (None, None, "model", None, None),
             (2, 4): ("batch", None, None, "model", None),
         },
     ),
@@ -155,7 +157,7 @@ def test_sharded_generation_equals_unsharded(family, mesh_shape):
     plans = backbone.layout_plan.kv_caches
     assert len(plans) == len(caches) == config["num_layers"]
     with distribution.scope():
-        planned = planned_cache_specs(plans, len(PROMPTS))
+        planned = planned_cache_specs(plans, len(PROMPTS), MAX_LENGTH)
     for cache, spec in zip(caches, planned, strict=True):
         assert padded_spec(cache) == spec == expected_specs[mesh_shape]
 
@@ -192,11 +194,12 @@ def abstract_backbone(backbone_cls, config):
     return built[0]
 
 
-def expected_cache_spec(attention, plan, kv_heads, batch, mesh_shape):
+def expected_cache_spec(attention, plan, kv_heads, batch, length, mesh_shape):
     """The cache spec from the attention's key kernel, found by name: kv
     heads on 'model' iff the kernel's kv-heads dimension (the one of size
-    `kv_heads`) is planned on 'model'; the batch on 'batch' iff it
-    divides the batch; all else whole."""
+    `kv_heads`) is planned on 'model', else the length on 'model' iff its
+    size (above 1) divides `length`; the batch on 'batch' iff it divides
+    the batch; all else whole."""
     kernels = [w for w in attention.weights if KEY_KERNEL.search(w.path)]
     assert len(kernels) == 1, [w.path for w in attention.weights]
     kernel = kernels[0]
@@ -205,10 +208,13 @@ def expected_cache_spec(attention, plan, kv_heads, batch, mesh_shape):
     kernel_spec = plan.weight(kernel.path).spec
     on_model = "model" in entry_axes(kernel_spec[heads_dims[0]])
     batch_axis = mesh_shape[0] > 1 and batch % mesh_shape[0] == 0
+    by_length = (
+        not on_model and mesh_shape[1] > 1 and length % mesh_shape[1] == 0
+    )
     return (
         "batch" if batch_axis else None,
         None,
-        None,
+        "model" if by_length else None,
         "model" if on_model else None,
         None,
     )
@@ -225,10 +231,11 @@ def test_kv_caches_are_allocated_as_planned(name, mesh_shape):
         plan = backbone.layout_plan
         blocks = backbone.decoder_stack.blocks
         assert len(plan.kv_caches) == len(blocks) == config["num_layers"]
-        # 4 divides every batch axis here, 3 none above 1.
+        # 4 divides every batch axis here, 3 none above 1; a length of 6
+        # is split over a model axis of 2 only.
         for batch in (4, 3):
             caches = model.init_cache(batch, 6)
-            planned = planned_cache_specs(plan.kv_caches, batch)
+            planned = planned_cache_specs(plan.kv_caches, batch, 6)
             for cache, spec, cache_plan, block in zip(
                 caches, planned, plan.kv_caches, blocks, strict=True
             ):
@@ -237,7 +244,7 @@ def test_kv_caches_are_allocated_as_planned(name, mesh_shape):
                 assert cache.shape[3:] == (kv_heads, cache_plan.head_dim)
                 assert padded_spec(cache) == spec, cache_plan.path
                 assert spec == expected_cache_spec(
-                    block.attention, plan, kv_heads, batch, mesh_shape
+                    block.attention, plan, kv_heads, batch, 6, mesh_shape
                 ), (cache_plan.path, cache_plan.reason)
 
 
