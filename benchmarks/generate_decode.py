@@ -416,7 +416,7 @@ def cache_rows(preset, mesh_shape, batches, context=CONTEXT, dtype=DTYPE):
             per_device += shard
             ideal += even
         specs = {
-            cache_spec(cache, batch, sizes, ("batch",))
+            cache_spec(cache, batch, sizes, ("batch",), context)
             for cache in plan.kv_caches
         }
         rows.append(
@@ -441,6 +441,11 @@ def _why(cache, specs, batch, sizes):
     heads = f"{cache.kv_heads} KV head" + ("s" if cache.kv_heads > 1 else "")
     if spec[3]:
         text = f"{heads} over '{spec[3]}' ({sizes[spec[3]]})"
+    elif spec[2]:
+        text = (
+            f"{heads}, whole on 'model' as the key kernel's; the length "
+            f"over '{spec[2]}' ({sizes[spec[2]]})"
+        )
     else:
         text = (
             f"{heads}, whole on 'model' ({sizes['model']}) as the key kernel's"
@@ -625,11 +630,11 @@ def render_caches(rows, footnotes):
 CACHE_NOTES = """\
 - Ours: a cache takes the layout of its attention's key kernel, plus the
   batch on 'batch' when it divides. Gemma 2B has 1 KV head: its key kernel
-  cannot split on 'model', so it is whole there, and so is the cache: the
-  ratio is the model axis's size (2, 8, 4), times the batch axis's (2)
-  where a batch of 1 cannot split over it (8 on 2x4). Llama 3 8B's 8 KV
-  heads divide every model axis here: 1.00, except a batch of 1 on 2x4
-  (2.00: the batch is whole on both 'batch' devices).
+  cannot split on 'model', so the cache's length is split there instead
+  (issue 35; before, the cache was whole on 'model': 2.00, 8.00 and 4.00
+  on these meshes, 8.00 for a batch of 1 on 2x4): 1.00, except a batch of
+  1 on 2x4 (2.00: the batch is whole on both 'batch' devices). Llama 3
+  8B's 8 KV heads divide every model axis here: 1.00, the same exception.
 - keras-hub allocates its cache inside its jitted `generate` with no
   layout, so XLA's sharding propagation places it. Measured, not assumed:
   on Llama 3 8B's head counts XLA put the 8 KV heads on 'model' on 1x2 and
@@ -642,8 +647,8 @@ CACHE_NOTES = """\
   applied on any of these meshes (its key kernel's single head is split
   over 'model'), so it cannot generate sharded at all.
 - At 8k context the cache is no longer small next to the weights: Gemma
-  2B, batch 8 on 1x8 holds more cache than weights per device (the
-  replicated single head); Llama 3 8B, batch 8, about half as much.
+  2B, batch 8 on 1x8 held more cache than weights per device while its
+  single head was whole there; Llama 3 8B, batch 8, about half as much.
 """
 
 
