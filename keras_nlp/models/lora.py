@@ -6,6 +6,7 @@ import keras
 
 from keras_nlp.distribution.layout_map import layout_map_of
 from keras_nlp.distribution.layout_map import verify_layouts
+from keras_nlp.saving.lora_weights import check_no_quantized_lora
 from keras_nlp.saving.lora_weights import load_lora_weights
 from keras_nlp.saving.lora_weights import save_lora_weights
 
@@ -52,25 +53,6 @@ def _check_rank_fits(rank, layer, layers):
         f"rank at most {min(rows, columns)}. Pass a rank of at most "
         f"{largest} for these target layers."
     )
-
-
-def check_no_quantized_lora(model, action):
-    """Raises when `model` has LoRA adapters on int8 or int4 kernels
-    (QLoRA), which `action` would have to fold into them."""
-    quantized = [
-        layer.path
-        for layer in model._flatten_layers(include_self=False)
-        if getattr(layer, "lora_enabled", False)
-        and getattr(layer, "quantization_mode", None) in ("int8", "int4")
-    ]
-    if quantized:
-        raise ValueError(
-            f"{action} cannot fold LoRA adapters into the quantized kernels "
-            f"of {', '.join(quantized)}: each sum must be quantized again. "
-            "Save the adapters (save_lora_weights), load them into the "
-            "float backbone (load_lora_weights), merge_lora() there, then "
-            "quantize the merged copy."
-        )
 
 
 class LoraMixin:

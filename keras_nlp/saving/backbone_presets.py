@@ -16,6 +16,7 @@ from keras_nlp.saving.huggingface.checkpoint import is_huggingface_directory
 from keras_nlp.saving.huggingface.export import write_huggingface
 from keras_nlp.saving.huggingface.loading import build_from_huggingface
 from keras_nlp.saving.huggingface.loading import huggingface_config
+from keras_nlp.saving.lora_weights import check_no_quantized_lora
 from keras_nlp.saving.preset_config import read_backbone_config
 from keras_nlp.saving.preset_config import write_backbone_config
 from keras_nlp.saving.preset_files import PresetDirectory
@@ -389,8 +390,6 @@ class PresetMixin:
                 "its tokenizer files)."
             )
         # Presets hold LoRA merged; QLoRA adapters cannot be (say why).
-        from keras_nlp.models.lora import check_no_quantized_lora
-
         check_no_quantized_lora(self, "save_to_preset")
         if format == "huggingface":
             quantized = [

@@ -179,3 +179,22 @@ def load_lora_weights(model, filepath):
         for name in LORA_ADAPTERS:
             variable = getattr(layer, name)
             variable.assign(adapters[index][name].astype(variable.dtype))
+
+
+def check_no_quantized_lora(model, action):
+    """Raises when `model` has LoRA adapters on int8 or int4 kernels
+    (QLoRA), which `action` would have to fold into them."""
+    quantized = [
+        layer.path
+        for layer in model._flatten_layers(include_self=False)
+        if getattr(layer, "lora_enabled", False)
+        and getattr(layer, "quantization_mode", None) in ("int8", "int4")
+    ]
+    if quantized:
+        raise ValueError(
+            f"{action} cannot fold LoRA adapters into the quantized kernels "
+            f"of {', '.join(quantized)}: each sum must be quantized again. "
+            "Save the adapters (save_lora_weights), load them into the "
+            "float backbone (load_lora_weights), merge_lora() there, then "
+            "quantize the merged copy."
+        )
