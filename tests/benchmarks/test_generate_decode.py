@@ -35,20 +35,21 @@ def cache_mib(layers, batch, kv_heads, head_dim, context=8192, itemsize=2):
     return layers * batch * 2 * context * kv_heads * head_dim * itemsize / MIB
 
 
-def test_gemma_2b_single_kv_head_cache_is_whole_on_the_model_axis():
+def test_gemma_2b_single_kv_head_cache_is_split_by_length():
     batch_1, batch_8 = cache_rows("gemma_2b_en", (2, 4), (1, 8))
     # 18 layers, 1 key/value head of 256.
     for row, batch in ((batch_1, 1), (batch_8, 8)):
         assert row["caches"] == 18
         assert row["total"] / MIB == pytest.approx(cache_mib(18, batch, 1, 256))
         assert row["ideal"] == pytest.approx(row["total"] / 8)
-    # Batch 8 splits over 'batch' (2); the head is whole on 'model' (4).
-    assert batch_8["per_device"] == pytest.approx(batch_8["total"] / 2)
-    assert batch_8["ratio"] == pytest.approx(4.0)
-    assert "whole on 'model' (4)" in batch_8["why"]
-    # A batch of 1 cannot split: the whole cache on every device.
-    assert batch_1["per_device"] == pytest.approx(batch_1["total"])
-    assert batch_1["ratio"] == pytest.approx(8.0)
+    # Batch 8 splits over 'batch' (2); the head is whole on 'model' (4),
+    # so the length splits there.
+    assert batch_8["per_device"] == pytest.approx(batch_8["total"] / 8)
+    assert batch_8["ratio"] == pytest.approx(1.0)
+    assert "the length over 'model' (4)" in batch_8["why"]
+    # A batch of 1 cannot split over 'batch': twice the ideal.
+    assert batch_1["per_device"] == pytest.approx(batch_1["total"] / 4)
+    assert batch_1["ratio"] == pytest.approx(2.0)
     assert "batch 1 not divisible by 'batch' (2)" in batch_1["why"]
 
 
