@@ -41,14 +41,15 @@ class QuantizableLayer:
     mode: str = None
 
 
-def _variable(layer, name):
-    # `kernel` is LoRA's merged value once LoRA is on, and an int4
-    # layer's `kernel` or `embeddings` its unpacked value; `_kernel` and
-    # `_embeddings` are always the variables.
-    variable = getattr(layer, f"_{name}", None)
-    if isinstance(variable, keras.Variable):
-        return variable
-    return getattr(layer, name, None)
+def stored_variable(layer, name):
+    """`layer`'s variable `name`: the variable behind a property that
+    returns a computed value (LoRA's merged `kernel`, an int4 layer's
+    unpacked `kernel` or `embeddings`), or `None`."""
+    for attribute in (f"_{name}", name):
+        variable = getattr(layer, attribute, None)
+        if isinstance(variable, keras.Variable):
+            return variable
+    return None
 
 
 def describe_layer(layer):
@@ -64,13 +65,13 @@ def describe_layer(layer):
     equation = None
     if isinstance(layer, keras.layers.EinsumDense):
         equation = layer.equation
-        kernels = ((_variable(layer, "kernel").path, "kernel", "einsum"),)
+        kernels = ((stored_variable(layer, "kernel").path, "kernel", "einsum"),)
     elif isinstance(layer, keras.layers.Dense):
-        kernels = ((_variable(layer, "kernel").path, "kernel", "dense"),)
+        kernels = ((stored_variable(layer, "kernel").path, "kernel", "dense"),)
     else:
-        embeddings = _variable(layer, "embeddings")
+        embeddings = stored_variable(layer, "embeddings")
         kernels = ((embeddings.path, "embeddings", "embeddings"),)
-        reverse = _variable(layer, "reverse_embeddings")
+        reverse = stored_variable(layer, "reverse_embeddings")
         if reverse is not None and not getattr(layer, "tie_weights", True):
             kernels += ((reverse.path, "reverse_embeddings", "reverse"),)
     return QuantizableLayer(

@@ -20,6 +20,7 @@ from keras.src.saving.keras_saveable import KerasSaveable
 from keras.src.utils import naming
 
 from keras_nlp.distribution.lora_adapters import LORA_ADAPTERS
+from keras_nlp.distribution.quantizable import stored_variable
 
 
 def join_group(path, name):
@@ -71,17 +72,6 @@ def saved_groups(model):
     found = []
     _walk(model, "", set(), found)
     return found
-
-
-def stored_variable(layer, name):
-    """`layer`'s variable `name`: the variable behind a property that
-    returns a computed value (a quantized `kernel`, int4 `embeddings`,
-    LoRA's merged kernel), or `None`."""
-    for attribute in (f"_{name}", name):
-        variable = getattr(layer, attribute, None)
-        if isinstance(variable, keras.Variable):
-            return variable
-    return None
 
 
 def own_variables(layer):
