@@ -17,10 +17,23 @@ Megatron pattern leaves one all-reduce per attention and per MLP:
   output and the MLP's down projection: "row-parallel") gives a whole
   output, so the partial sums are all-reduced right there.
 
+With sequence parallelism (Megatron-SP, `sequence_parallel` in the plan
+request), the residual stream is split over the sequence on the model axis
+between the projections instead: the row-parallel outputs keep only their
+own tokens (the all-reduce becomes a reduce-scatter), the column-parallel
+projections gather their input over the sequence (an all-gather), and the
+norms, residual adds and dropout between them run on one device's tokens,
+their activations held once across the model axis rather than on every
+device. The input of each row-parallel projection is pinned too (whole
+sequence, its heads or width on the model axis), so that backward XLA
+gathers the output gradient rather than the kernel.
+
 The batch dimension goes on the batch axes (data, and fsdp if any) when
 they divide the batch of the call being traced (`Backbone.call` tells the
 map), else it is left to XLA (`PartitionSpec.UNCONSTRAINED`): a layout
-never needs a batch size that the batch axes divide. These layouts are
+never needs a batch size that the batch axes divide. The sequence goes on
+the model axis only when it divides the traced sequence length, else it
+stays whole (a decoding step's one token). These layouts are
 Keras `LayoutMap` entries
 for layer outputs (`<layer path>/output`), which Keras applies as sharding
 constraints while tracing. Everything here is decided from the abstract
@@ -37,27 +50,37 @@ from keras_nlp.distribution.rules import entry_axes
 # being traced is divisible by them, else left to XLA.
 FREE = "*"
 
-_BATCH_SIZE = contextvars.ContextVar("keras_nlp_batch_size", default=None)
+_CALL_SHAPE = contextvars.ContextVar(
+    "keras_nlp_call_shape", default=(None, None)
+)
 
 
 @contextlib.contextmanager
-def batch_size_scope(batch_size):
-    """Tells the layout map the batch size of the backbone call in progress.
+def batch_size_scope(batch_size, sequence_length=None):
+    """Tells the layout map the batch (and sequence) of the call in progress.
 
     `Backbone.call` enters it, so activation layouts put the batch on the
     batch axes only when they divide it (a batch of one in generation is
-    left to XLA rather than failing).
+    left to XLA rather than failing), and the sequence on the model axis
+    (sequence parallelism) only when it divides `sequence_length`. Left
+    `None`, as in cached decoding, the sequence stays whole.
     """
-    token = _BATCH_SIZE.set(batch_size)
+    token = _CALL_SHAPE.set((batch_size, sequence_length))
     try:
         yield
     finally:
-        _BATCH_SIZE.reset(token)
+        _CALL_SHAPE.reset(token)
 
 
 def current_batch_size():
     """The batch size set by the innermost `batch_size_scope`, or `None`."""
-    return _BATCH_SIZE.get()
+    return _CALL_SHAPE.get()[0]
+
+
+def current_sequence_length():
+    """The sequence length set by the innermost `batch_size_scope`, or
+    `None`."""
+    return _CALL_SHAPE.get()[1]
 
 
 _UNPINNED = contextvars.ContextVar("keras_nlp_unpinned", default=frozenset())
@@ -96,6 +119,8 @@ class LayerOutput:
             a `Dense`'s are its input's leading letters then `"o"`.
         kernel_letters: the kernel's letters (`"dnh"`), or `"io"` for a
             `Dense`.
+        input_letters: the input's letters (`"btnh"`); a `Dense`'s are its
+            output's leading letters then `"i"`.
     """
 
     path: str
@@ -103,6 +128,7 @@ class LayerOutput:
     kernel: str = None
     output_letters: str = None
     kernel_letters: str = None
+    input_letters: str = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,15 +136,34 @@ class ActivationPlan:
     """The layout of one layer output.
 
     Attributes:
-        path: the key Keras asks for, `<layer path>/output`.
+        path: the key Keras asks for, `<layer path>/output`, or
+            `<layer path>/input` for the input of a row-parallel projection
+            that our layers pin themselves (see `pin_input`).
         spec: per dimension `FREE` (the batch, left to XLA), `None`
             (whole), or mesh axes.
         reason: why, in words.
+        sequence_axes: mesh axes that split the sequence (dimension 1)
+            when they divide the length being traced (sequence
+            parallelism); `()` keeps it as `spec` says.
     """
 
     path: str
     spec: tuple
     reason: str
+    sequence_axes: tuple = ()
+
+    def to_dict(self):
+        """The JSON form (`LayoutPlan.to_dict`)."""
+        from keras_nlp.distribution.layout_plan import spec_to_json
+
+        found = {
+            "path": self.path,
+            "spec": spec_to_json(self.spec),
+            "reason": self.reason,
+        }
+        if self.sequence_axes:
+            found["sequence_axes"] = list(self.sequence_axes)
+        return found
 
 
 def _without(entry, axes):
@@ -169,7 +214,7 @@ def describe_layers(model):
         if kernel is None:
             continue
         if isinstance(layer, keras.layers.EinsumDense):
-            _, rest = layer.equation.split(",")
+            input_letters, rest = layer.equation.split(",")
             kernel_letters, output_letters = rest.split("->")
         elif isinstance(layer, keras.layers.Dense):
             # Dense maps the last axis; its output has the input's rank.
@@ -177,7 +222,9 @@ def describe_layers(model):
             if len(shapes) != 1 or not shapes[0] or len(shapes[0]) < 2:
                 continue
             kernel_letters = "io"
-            output_letters = "bcefgh"[: len(shapes[0]) - 1] + "o"
+            leading = "bcefgh"[: len(shapes[0]) - 1]
+            output_letters = leading + "o"
+            input_letters = leading + "i"
         else:
             continue
         found.append(
@@ -186,12 +233,21 @@ def describe_layers(model):
                 kernel=kernel.path,
                 output_letters=output_letters,
                 kernel_letters=kernel_letters,
+                input_letters=input_letters,
             )
         )
     return tuple(found)
 
 
-def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
+def plan_activations(
+    layers,
+    weights,
+    *,
+    hidden_dim,
+    model_axes,
+    batch_axes,
+    sequence_parallel=False,
+):
     """Layouts of the residual stream and of the sharded projections.
 
     Args:
@@ -206,12 +262,20 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
             never these activations.
         batch_axes: the mesh axes that split the batch; they never shard an
             activation's other dimensions.
+        sequence_parallel: bool. Split the residual stream and the
+            row-parallel outputs over the sequence on `model_axes`, and pin
+            the row-parallel projections' inputs (see the module's
+            docstring).
 
     Returns:
         A tuple of `ActivationPlan`.
     """
     specs = {weight.path: weight.spec for weight in weights}
+    sequence_axes = (
+        tuple(a for a in model_axes if a) if sequence_parallel else ()
+    )
     model_axes = set(a for a in model_axes if a)
+    named_axes = ", ".join(f"'{a}'" for a in sequence_axes)
     planned = []
     for layer in layers:
         if not isinstance(layer, LayerOutput):
@@ -220,12 +284,18 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
         if layer.kernel is None:
             shape = layer.shape
             if hidden_dim and len(shape) == 3 and shape[-1] == hidden_dim:
+                reason = (
+                    "residual stream: batch on the batch axes, sequence "
+                    "and hidden whole on every device"
+                )
+                if sequence_axes:
+                    reason = (
+                        "residual stream: batch on the batch axes, sequence "
+                        f"on {named_axes} (sequence parallel), hidden whole"
+                    )
                 planned.append(
                     ActivationPlan(
-                        key,
-                        (FREE, None, None),
-                        "residual stream: batch on the batch axes, sequence "
-                        "and hidden whole on every device",
+                        key, (FREE, None, None), reason, sequence_axes
                     )
                 )
             continue
@@ -241,19 +311,7 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
         output = layer.output_letters
         if "." in output:
             continue
-        # The output's own dimensions are the kernel's; the leading ones
-        # are the input's batch (and sequence) dimensions.
-        spec = []
-        for index, letter in enumerate(output):
-            if letter in by_letter:
-                entry = by_letter[letter]
-                spec.append(
-                    entry
-                    if entry and set(entry_axes(entry)) <= model_axes
-                    else None
-                )
-            else:
-                spec.append(FREE if index == 0 else None)
+        spec = _letters_spec(output, by_letter, model_axes)
         contracted = [
             entry
             for letter, entry in by_letter.items()
@@ -266,7 +324,7 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
             planned.append(
                 ActivationPlan(
                     key,
-                    tuple(spec),
+                    spec,
                     "column-parallel: output dimensions on "
                     + ", ".join(
                         f"'{a}'" for e in sharded_out for a in entry_axes(e)
@@ -275,15 +333,58 @@ def plan_activations(layers, weights, *, hidden_dim, model_axes, batch_axes):
                 )
             )
         elif contracted:
+            axes = ", ".join(
+                f"'{a}'" for e in contracted for a in entry_axes(e)
+            )
+            # The sequence split needs the output's second dimension to be
+            # the input's sequence (`btd`), as in every projection here.
+            split = sequence_axes if len(spec) == 3 else ()
+            if not split:
+                planned.append(
+                    ActivationPlan(
+                        key,
+                        spec,
+                        f"row-parallel: the kernel contracts over {axes}, "
+                        "so the output is all-reduced here, whole",
+                    )
+                )
+                continue
             planned.append(
                 ActivationPlan(
                     key,
-                    tuple(spec),
-                    "row-parallel: the kernel contracts over "
-                    + ", ".join(
-                        f"'{a}'" for e in contracted for a in entry_axes(e)
-                    )
-                    + ", so the output is all-reduced here, whole",
+                    spec,
+                    f"row-parallel: the kernel contracts over {axes}, so "
+                    f"the output is reduce-scattered over the sequence on "
+                    f"{named_axes} (sequence parallel)",
+                    split,
                 )
             )
+            letters = layer.input_letters or ""
+            if "." not in letters and len(letters) >= 3:
+                planned.append(
+                    ActivationPlan(
+                        f"{layer.path}/input",
+                        _letters_spec(letters, by_letter, model_axes),
+                        "row-parallel input: whole sequence, contracted "
+                        f"dimensions on {axes} as the kernel's, so backward "
+                        "gathers the output gradient, not the kernel",
+                    )
+                )
     return tuple(planned)
+
+
+def _letters_spec(letters, by_letter, model_axes):
+    """A spec of an einsum operand: the kernel's model-axis entries on its
+    kernel letters, `FREE` (the batch) first, other dimensions whole."""
+    spec = []
+    for index, letter in enumerate(letters):
+        if letter in by_letter:
+            entry = by_letter[letter]
+            spec.append(
+                entry
+                if entry and set(entry_axes(entry)) <= model_axes
+                else None
+            )
+        else:
+            spec.append(FREE if index == 0 else None)
+    return tuple(spec)

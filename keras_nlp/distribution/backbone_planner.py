@@ -14,8 +14,10 @@ import json
 import keras
 
 from keras_nlp.distribution.activations import plan_activations
+from keras_nlp.distribution.cost import choose_sequence_parallel
 from keras_nlp.distribution.kv_cache import AttentionCache
 from keras_nlp.distribution.kv_cache import plan_kv_caches
+from keras_nlp.distribution.layout_plan import dtype_itemsize
 from keras_nlp.distribution.quantizable import QuantizableLayer
 from keras_nlp.distribution.quantizable import quantized_by_keras
 from keras_nlp.distribution.quantizable import quantized_policies
@@ -97,12 +99,8 @@ def plan_backbone_layout(
         user_entries=user_entries,
     )
     layers = backbone_layers(backbone_cls, float_config)
-    activations = plan_activations(
-        layers,
-        plan.weights,
-        hidden_dim=float_config.get("hidden_dim"),
-        model_axes=(request.model_axis,),
-        batch_axes=request.batch_axes,
+    activations, sequence_parallel = _plan_activations(
+        backbone_cls, float_config, layers, plan, request
     )
     kv_caches = plan_kv_caches(
         [layer for layer in layers if isinstance(layer, AttentionCache)],
@@ -123,7 +121,54 @@ def plan_backbone_layout(
         preset=preset,
         activations=activations,
         kv_caches=kv_caches,
+        sequence_parallel=sequence_parallel,
     )
+
+
+def _plan_activations(backbone_cls, config, layers, plan, request):
+    """The activation layouts, with or without sequence parallelism.
+
+    Returns:
+        `(activations, (enabled, reason))`.
+    """
+    hidden_dim = config.get("hidden_dim")
+    arguments = dict(
+        hidden_dim=hidden_dim,
+        model_axes=(request.model_axis,),
+        batch_axes=request.batch_axes,
+    )
+    activations = plan_activations(layers, plan.weights, **arguments)
+    row_parallel = sum(a.reason.startswith("row-parallel") for a in activations)
+    residual_bytes = 0
+    if hidden_dim and backbone_cls.sequence_parallel_supported:
+        dtype = keras.dtype_policies.get(config.get("dtype")).compute_dtype
+        residual_bytes = hidden_dim * dtype_itemsize(dtype)
+    else:
+        row_parallel = 0
+    enabled, reason = choose_sequence_parallel(
+        request.sequence_parallel,
+        request.policy,
+        model_size=request.mesh.size(request.model_axis),
+        row_parallel=row_parallel,
+        residual_bytes_per_token=residual_bytes,
+    )
+    if not backbone_cls.sequence_parallel_supported:
+        reason = (
+            f"off: {backbone_cls.__name__}'s residual stream is not as long "
+            "as its token ids (image tokens join it), so its sequence "
+            "length is unknown when the layouts apply"
+        )
+        if request.sequence_parallel is True:
+            raise ValueError(
+                f"sequence_parallel=True cannot apply to "
+                f"{backbone_cls.__name__}: its residual stream is longer "
+                "than its token ids. Pass sequence_parallel='auto' or False."
+            )
+    if enabled:
+        activations = plan_activations(
+            layers, plan.weights, sequence_parallel=True, **arguments
+        )
+    return activations, (enabled, reason)
 
 
 def quantized_config(

@@ -391,6 +391,61 @@ def choose(estimates, policy):
     return index, reason
 
 
+def choose_sequence_parallel(
+    option, policy, *, model_size, row_parallel, residual_bytes_per_token
+):
+    """Whether the residual stream is split over the sequence, and why.
+
+    The two candidates, per row-parallel projection and training step,
+    with `r` the residual stream's bytes per token and `t` the tokens per
+    device: the all-reduce pattern all-reduces `t * r` forward (the
+    projection's output) and backward (the column-parallel input's
+    gradient), 2 collectives of `2 t r (m - 1) / m` link bytes each on a
+    ring of `m`; sequence parallelism replaces each by a reduce-scatter
+    and an all-gather of `t r (m - 1) / m` link bytes each: the same
+    link bytes, twice the collectives. What differs is memory: between
+    the projections (norms, residual adds, dropout) each device holds
+    `t r / m` rather than `t r` per tensor. So `"memory"` takes it, and
+    `"auto"` and `"communication"`, equal in bytes, keep the fewer,
+    larger collectives.
+
+    Args:
+        option: `"auto"`, `True` or `False` (the request's).
+        policy: the request's policy.
+        model_size: the size of the model axis.
+        row_parallel: the number of row-parallel projections planned.
+        residual_bytes_per_token: `r`.
+
+    Returns:
+        `(enabled, reason)`.
+    """
+    if model_size <= 1 or row_parallel == 0:
+        why = (
+            f"the model axis has {model_size} device"
+            if model_size <= 1
+            else "no projection is row-parallel on the model axis"
+        )
+        return False, f"off: {why}, so there is no all-reduce to split"
+    held = (
+        f"residual-width activations held 1/{model_size} per device "
+        f"({residual_bytes_per_token} B a token -> "
+        f"{residual_bytes_per_token / model_size:.4g} B), the same link "
+        f"bytes, {2 * row_parallel} collectives a step forward instead of "
+        f"{row_parallel}"
+    )
+    if option is True:
+        return True, f"on (asked for): {held}"
+    if option is False:
+        return False, f"off (asked for); on would give {held}"
+    if policy == "memory":
+        return True, f"on (policy 'memory'): {held}"
+    return False, (
+        f"off (policy {policy!r}: equal link bytes, so the fewer "
+        f"collectives win; pass sequence_parallel=True or policy='memory' "
+        f"for {held})"
+    )
+
+
 def estimate_plan(plan, model=None):
     """The estimate of a whole `LayoutPlan`: every weight's, summed.
 

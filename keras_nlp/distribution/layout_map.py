@@ -1,5 +1,6 @@
 """A Keras `LayoutMap` that follows a resolved plan, and its verification."""
 
+import math
 import re
 
 import keras
@@ -7,6 +8,7 @@ from keras.src.utils.jax_utils import is_in_jax_tracing_scope
 
 from keras_nlp.distribution.activations import FREE
 from keras_nlp.distribution.activations import current_batch_size
+from keras_nlp.distribution.activations import current_sequence_length
 from keras_nlp.distribution.activations import current_unpinned
 from keras_nlp.distribution.backbone_planner import plan_backbone_layout
 from keras_nlp.distribution.layout_errors import LayoutError
@@ -81,22 +83,34 @@ def _unconstrained():
     return jax.sharding.PartitionSpec.UNCONSTRAINED
 
 
-def _activation_layout(spec, device_mesh, batch_axes):
-    """A layout for an `ActivationPlan` spec.
+def _activation_layout(activation, device_mesh, batch_axes):
+    """A layout for an `ActivationPlan` (or a bare plan spec).
 
     `FREE` (the batch) becomes `batch_axes` when they divide the batch of
     the backbone call being traced, else `PartitionSpec.UNCONSTRAINED`.
+    The plan's `sequence_axes` split dimension 1 when they divide the
+    sequence length of that call, else it stays as the spec says.
     """
+    spec = getattr(activation, "spec", activation)
     batch = _unconstrained()
     sizes = dict(zip(device_mesh.axis_names, device_mesh.shape, strict=True))
     batch_size = current_batch_size()
-    shards = 1
-    for axis in batch_axes:
-        shards *= sizes[axis]
-    if batch_axes and batch_size and batch_size % shards == 0:
+    if (
+        batch_axes
+        and batch_size
+        and batch_size % math.prod(sizes[a] for a in batch_axes) == 0
+    ):
         batch = batch_axes[0] if len(batch_axes) == 1 else tuple(batch_axes)
-    axes = tuple(batch if entry == FREE else entry for entry in spec)
-    return _TensorLayout(axes, device_mesh)
+    axes = [batch if entry == FREE else entry for entry in spec]
+    sequence_axes = getattr(activation, "sequence_axes", ())
+    length = current_sequence_length()
+    if (
+        sequence_axes
+        and length
+        and length % math.prod(sizes[a] for a in sequence_axes) == 0
+    ):
+        axes[1] = sequence_axes[0] if len(sequence_axes) == 1 else sequence_axes
+    return _TensorLayout(tuple(axes), device_mesh)
 
 
 def constrain(tensor, spec):
@@ -118,6 +132,25 @@ def constrain(tensor, spec):
         spec, layout_map.device_mesh, layout_map.batch_axes
     )
     return keras.distribution.distribute_tensor(tensor, layout)
+
+
+def pin_input(layer, tensor):
+    """Pins the input of `layer` where the plan has a layout for it.
+
+    Keras pins layer outputs only; a row-parallel projection's input is
+    computed inside its parent layer (an attention's heads, a gated
+    feed-forward's product), so the parent calls this just before the
+    projection. Without a planned `<layer path>/input` (no sequence
+    parallelism, no active map, another backend) `tensor` is returned as
+    it is.
+    """
+    layout_map = active_layout_map()
+    if layout_map is None or layer.path is None:
+        return tensor
+    activation = layout_map.activation(f"{layer.path}/input")
+    if activation is None:
+        return tensor
+    return constrain(tensor, activation)
 
 
 class _TensorLayout(keras.distribution.TensorLayout):
@@ -271,7 +304,7 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
                 weight.spec, self.device_mesh
             )
         self._activations = {
-            activation.path: activation.spec for activation in plan.activations
+            activation.path: activation for activation in plan.activations
         }
         self.plan = plan
 
@@ -342,6 +375,12 @@ class BackboneLayoutMap(keras.distribution.LayoutMap):
             self._layout_map[weight.path] = _TensorLayout(
                 weight.spec, self.device_mesh
             )
+
+    def activation(self, key):
+        """The `ActivationPlan` of `key`, or `None` (none, or unpinned)."""
+        if key in current_unpinned():
+            return None
+        return self._activations.get(key)
 
     def __getitem__(self, key):
         if self.plan is None:
@@ -466,7 +505,7 @@ def verify_layouts(model, plan, device_mesh):
     # layer of the model, or it would silently pin nothing.
     layer_paths = {layer.path for layer in model._flatten_layers()}
     for activation in plan.activations:
-        layer_path = activation.path.removesuffix("/output")
+        layer_path = activation.path.rsplit("/", 1)[0]
         if layer_path not in layer_paths:
             problems.append(
                 f"{activation.path}: an activation layout for a layer the "

@@ -203,6 +203,9 @@ class LayoutPlan:
         kv_caches: a tuple of `CachePlan`: the layout of each attention's
             key/value cache while generating, for decoder backbones (see
             `keras_nlp.distribution.kv_cache`).
+        sequence_parallel: `(enabled, reason)`: whether the residual
+            stream is split over the sequence on the model axis (see
+            `keras_nlp.distribution.cost.choose_sequence_parallel`).
 
     Example:
 
@@ -231,6 +234,7 @@ class LayoutPlan:
     tokens_per_step: int = None
     activations: tuple = ()
     kv_caches: tuple = ()
+    sequence_parallel: tuple = (False, None)
 
     @property
     def batch_axes(self):
@@ -337,13 +341,12 @@ class LayoutPlan:
             "replicated_bytes_fraction": self.replicated_bytes_fraction,
             "num_fallbacks": len(self.fallbacks),
             "weights": [weight.to_dict() for weight in self.weights],
+            "sequence_parallel": {
+                "enabled": self.sequence_parallel[0],
+                "reason": self.sequence_parallel[1],
+            },
             "activations": [
-                {
-                    "path": activation.path,
-                    "spec": spec_to_json(activation.spec),
-                    "reason": activation.reason,
-                }
-                for activation in self.activations
+                activation.to_dict() for activation in self.activations
             ],
             "kv_caches": [
                 {
@@ -392,6 +395,8 @@ class LayoutPlan:
                 + ", ".join(f"{count} {kind}" for kind, count in kinds.items())
                 + ")"
             )
+        if self.sequence_parallel[0]:
+            lines.append(f"sequence parallel:     {self.sequence_parallel[1]}")
         if self.kv_caches:
             layouts = collections.Counter(
                 "(kv_heads, head_dim) on " + format_spec(cache.spec[3:])

@@ -19,6 +19,7 @@ from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import role_axes_for
 
 POLICIES = ("auto", "memory", "communication")
+SEQUENCE_PARALLEL_OPTIONS = ("auto", True, False)
 # The axis name that takes the experts when the caller names none.
 DEFAULT_EXPERT_AXIS = "expert"
 
@@ -33,9 +34,8 @@ class PlanRequest:
     of `get_layout_map` / `plan_layout` into a request, choosing the mesh's
     `"expert"` axis when none is named.
 
-    Later settings (a sequence axis for context parallelism, a quantization
-    mode that changes weights' dtypes and shapes, a per-device memory
-    budget the policy must meet) become fields here, checked in
+    Later settings (a context axis for context parallelism, a per-device
+    memory budget the policy must meet) become fields here, checked in
     `__post_init__`, so no signature between the user and the resolver
     changes.
 
@@ -63,6 +63,11 @@ class PlanRequest:
             the other assumptions of the estimates (training, optimizer
             moments, bandwidths); its `tokens_per_step` is replaced by the
             request's.
+        sequence_parallel: `"auto"`, `True` or `False`: split the residual
+            stream over the sequence on the model axis between the
+            tensor-parallel projections (Megatron's sequence parallelism).
+            `"auto"` lets the cost model choose (see
+            `cost.choose_sequence_parallel`).
 
     Example:
 
@@ -84,6 +89,7 @@ class PlanRequest:
     tokens_per_step: int = DEFAULT_TOKENS_PER_STEP
     dtype: str = None
     cost_model: CostModel = None
+    sequence_parallel: object = "auto"
 
     def __post_init__(self):
         # A frozen dataclass sets a converted field through object.
@@ -98,6 +104,16 @@ class PlanRequest:
                 f"Received: policy={self.policy!r}."
             )
         check_tokens_per_step(self.tokens_per_step)
+        if not any(
+            self.sequence_parallel is option
+            or (isinstance(option, str) and self.sequence_parallel == option)
+            for option in SEQUENCE_PARALLEL_OPTIONS
+        ):
+            raise ValueError(
+                "sequence_parallel must be 'auto' (the cost model chooses), "
+                "True or False. Received: "
+                f"sequence_parallel={self.sequence_parallel!r}."
+            )
         if self.dtype is not None:
             # Fails now, naming the dtype, rather than when bytes are shown.
             dtype_itemsize(self.dtype)

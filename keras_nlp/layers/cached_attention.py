@@ -13,6 +13,7 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
+from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.fused_projection import project_together
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
@@ -544,7 +545,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                 outputs,
                 (batch, length, self.num_query_heads * self._head_dim),
             )
-        outputs = self.output_dense(outputs)
+        outputs = self.output_dense(pin_input(self.output_dense, outputs))
         return outputs if cache is None else (outputs, cache)
 
     def compute_output_shape(self, input_shape):

@@ -5,6 +5,7 @@ import inspect
 import keras
 from keras import ops
 
+from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.common import FEEDFORWARD_INPUT_DIMS
 from keras_nlp.layers.common import FEEDFORWARD_OUTPUT_DIMS
@@ -273,9 +274,8 @@ class DecoderBlock(RematBlock, keras.layers.Layer):
                 return self.feedforward(x, padding_mask=padding_mask)
             return self.feedforward(x)
         if self.gate_dense is None:
-            return self.output_dense(
-                self._activation(self.intermediate_dense(x))
-            )
+            intermediate = self._activation(self.intermediate_dense(x))
+            return self.output_dense(pin_input(self.output_dense, intermediate))
         # Like the reference implementations, the gate's activation runs in
         # float32 even under mixed precision.
         gate, intermediate = project_together(
@@ -284,7 +284,9 @@ class DecoderBlock(RematBlock, keras.layers.Layer):
         gate = ops.cast(
             self._activation(ops.cast(gate, "float32")), self.compute_dtype
         )
-        return self.output_dense(intermediate * gate)
+        return self.output_dense(
+            pin_input(self.output_dense, intermediate * gate)
+        )
 
     def call(
         self,

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.common import FEEDFORWARD_INPUT_DIMS
 from keras_nlp.layers.common import FEEDFORWARD_OUTPUT_DIMS
 from keras_nlp.layers.common import check_positive_ints
@@ -110,7 +111,9 @@ class GatedFeedForward(keras.layers.Layer):
         gate = ops.cast(
             self._activation(ops.cast(gate, "float32")), self.compute_dtype
         )
-        return self.output_dense(intermediate * gate)
+        return self.output_dense(
+            pin_input(self.output_dense, intermediate * gate)
+        )
 
     def compute_output_shape(self, input_shape):
         return input_shape

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.common import check_rates
 from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.common import feedforward_denses
@@ -184,9 +185,10 @@ class TransformerEncoderBlock(RematBlock, keras.layers.Layer):
         x = inputs + mixed
         if not pre_norm:
             x = self.attention_norm(x)
-        fed = self.output_dense(
-            self.intermediate_dense(self.feedforward_norm(x) if pre_norm else x)
+        intermediate = self.intermediate_dense(
+            self.feedforward_norm(x) if pre_norm else x
         )
+        fed = self.output_dense(pin_input(self.output_dense, intermediate))
         y = x + self.feedforward_dropout(fed, training=training)
         return y if pre_norm else self.feedforward_norm(y)
 

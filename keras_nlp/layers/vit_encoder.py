@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
+from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.dense import named_dense
@@ -84,7 +85,7 @@ class VisionSelfAttention(keras.layers.Layer):
         x = ops.einsum("bnts,bsnh->btnh", probs, value)
         shape = ops.shape(x)
         x = ops.reshape(x, (shape[0], shape[1], shape[2] * shape[3]))
-        return self.out_proj(x)
+        return self.out_proj(pin_input(self.out_proj, x))
 
     def compute_output_shape(self, input_shape):
         return input_shape

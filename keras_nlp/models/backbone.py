@@ -155,13 +155,24 @@ class Backbone(
 
     # === Config ===
 
+    # Whether the residual stream is as long as `token_ids`, so sequence
+    # parallelism knows the length it splits (not where image tokens join).
+    sequence_parallel_supported = True
+
     def call(self, inputs, training=None, mask=None, **kwargs):
         # The layout map pins activations' batch dimension to the batch
-        # axes only where they divide this call's batch. (Keras passes
-        # `training` only to a `call` that names it.)
+        # axes only where they divide this call's batch, and splits the
+        # sequence only where the model axis divides `token_ids`' length.
+        # (Keras passes `training` only to a `call` that names it.)
         first = keras.tree.flatten(inputs)[0]
         batch_size = first.shape[0] if len(first.shape) else None
-        with batch_size_scope(batch_size):
+        token_ids = (
+            inputs.get("token_ids") if isinstance(inputs, dict) else None
+        )
+        sequence_length = None
+        if token_ids is not None and len(token_ids.shape) == 2:
+            sequence_length = token_ids.shape[1]
+        with batch_size_scope(batch_size, sequence_length):
             return super().call(inputs, training=training, mask=mask, **kwargs)
 
     def compute_output_spec(self, inputs, training=None, mask=None):
@@ -265,6 +276,7 @@ class Backbone(
         lora_target_names=None,
         device=None,
         quantize=None,
+        sequence_parallel="auto",
     ):
         """Plans where every weight goes on a mesh, without any device.
 
@@ -300,6 +312,8 @@ class Backbone(
                 64 rows, `"int4/-1"`: per channel) or `"float8"`: plan
                 the backbone as `quantize(mode)` would leave it, every
                 quantized kernel in its stored dtype with its scales.
+            sequence_parallel: `"auto"`, `True` or `False`, as in
+                `get_layout_map`.
 
         Returns:
             A `keras_nlp.distribution.LayoutPlan`.
@@ -315,6 +329,7 @@ class Backbone(
             tokens_per_step=tokens_per_step,
             dtype=dtype,
             cost_model=_device_cost_model(device),
+            sequence_parallel=sequence_parallel,
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "plan_layout"
@@ -355,6 +370,7 @@ class Backbone(
         policy="auto",
         tokens_per_step=DEFAULT_TOKENS_PER_STEP,
         device=None,
+        sequence_parallel="auto",
     ):
         """Returns a `keras.distribution.LayoutMap` that fits the real shapes.
 
@@ -406,6 +422,15 @@ class Backbone(
                 `"l4-24gb"`, `"tpu-v5e"`, ...) or a `DeviceProfile`. The
                 cost model then uses its memory and link bandwidths (the
                 default is an H100-class device).
+            sequence_parallel: `"auto"` (the default), `True` or `False`:
+                split the residual stream over the sequence on the model
+                axis between the tensor-parallel projections (Megatron's
+                sequence parallelism: each all-reduce becomes a
+                reduce-scatter and an all-gather, the same link bytes, and
+                norms and residual adds hold 1/model of the tokens). It
+                applies to calls whose `token_ids` length the model axis
+                divides. `"auto"` turns it on under `policy="memory"`; the
+                plan says why (`plan.sequence_parallel`).
 
         Returns:
             A `keras_nlp.distribution.BackboneLayoutMap` (a Keras
@@ -459,6 +484,7 @@ class Backbone(
             policy=policy,
             tokens_per_step=tokens_per_step,
             cost_model=_device_cost_model(device),
+            sequence_parallel=sequence_parallel,
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "get_layout_map"

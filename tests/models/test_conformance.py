@@ -19,7 +19,10 @@ one list of meshes, so that enrolling a class there runs it through all of:
 9. quantized (int8 or int4, alternating by class): saved unsharded as a
    preset, loaded straight into shards on (1, 8) and (2, 4), every
    variable (scales, zeros, packed kernels) laid out as planned and the
-   outputs equal to the unsharded quantized model's.
+   outputs equal to the unsharded quantized model's;
+10. for decoders: sequence parallelism (the residual stream split over
+   the sequence on the model axis) on (1, 8) and (2, 4), outputs and
+   gradients equal to the unsharded model's, the split seen while tracing.
 
 Built models come from the zoo (tests/models/zoo.py), built once per
 worker: one unsharded reference (its weights, inputs and outputs) per
@@ -88,6 +91,17 @@ OUTPUT_CASES = [(case, mesh) for case in CASES for mesh in OUTPUT_MESHES]
 # config per class.
 PRESET_CASES = [(name, "tiny") for name in sorted(TINY_CONFIGS)]
 DECODER_CASES = [c for c in CASES if TINY_CONFIGS[c[0]].kind == DECODER]
+# Sequence parallelism: each decoder class's first config on both meshes,
+# with sequences the model axis divides (else the sequence stays whole).
+SEQUENCE_PARALLEL_MESHES = [(1, 8), (2, 4)]
+SEQUENCE_PARALLEL_LENGTH = 16
+SEQUENCE_PARALLEL_CASES = [
+    (case, mesh)
+    for case in PRESET_CASES
+    if TINY_CONFIGS[case[0]].kind == DECODER
+    and backbone_class(case[0]).sequence_parallel_supported
+    for mesh in SEQUENCE_PARALLEL_MESHES
+]
 GOLDEN = json.loads(
     (
         pathlib.Path(__file__).parent / "golden" / "checkpoint_shapes.json"
@@ -520,3 +534,63 @@ def test_quantized_preset_loads_into_shards(
             rtol=0,
             err_msg=name,
         )
+
+
+# === 10. Decoders: sequence parallelism ===
+
+
+@functools.cache
+def _sequence_parallel_reference(name, config_name):
+    """Inputs the model axis divides, and the unsharded outputs and
+    gradients for them."""
+    ref = reference(name, config_name)
+    inputs = TINY_CONFIGS[name].inputs_for(
+        ref.backbone, ref.config, length=SEQUENCE_PARALLEL_LENGTH
+    )
+    return (
+        inputs,
+        forward(ref.backbone, inputs),
+        gradients(ref.backbone, inputs),
+    )
+
+
+@multi_device
+@pytest.mark.parametrize(
+    "case, mesh_shape",
+    SEQUENCE_PARALLEL_CASES,
+    ids=[f"{case_id(c)}-{m}" for c, m in SEQUENCE_PARALLEL_CASES],
+)
+def test_sequence_parallel_equals_unsharded(case, mesh_shape, monkeypatch):
+    if keras.backend.backend() != "jax":
+        pytest.skip("sharding runs on JAX")
+    from keras_nlp.distribution import layout_map as layout_map_module
+
+    inputs, expected_outputs, expected_gradients = (
+        _sequence_parallel_reference(*case)
+    )
+    backbone, distribution = sharded(*case, mesh_shape, sequence_parallel=True)
+    plan = distribution._layout_map.plan
+    enabled, reason = plan.sequence_parallel
+    if not enabled:
+        # Heads the model axis does not divide (GPT-OSS's tiny config on
+        # 8): nothing is row-parallel, nothing to split; outputs stay equal.
+        assert "no projection is row-parallel" in reason, reason
+        assert not any(a.sequence_axes for a in plan.activations)
+    # Every layout applied while tracing: the residual stream's sequence
+    # must be on the model axis (else this compares whole sequences).
+    applied = []
+    original = layout_map_module._activation_layout
+
+    def spy(activation, *args):
+        layout = original(activation, *args)
+        if getattr(activation, "sequence_axes", ()):
+            applied.append(layout.axes[1])
+        return layout
+
+    monkeypatch.setattr(layout_map_module, "_activation_layout", spy)
+    with distribution.scope():
+        outputs = forward(backbone, inputs)
+        actual_gradients = gradients(backbone, inputs)
+    assert set(applied) == ({"model"} if enabled else set()), applied
+    assert_outputs_close(outputs, expected_outputs, atol=ATOL)
+    assert_gradients_close(actual_gradients, expected_gradients)

@@ -73,15 +73,17 @@ def _reference(name, config_name):
     )
 
 
-def distribution_for(backbone_cls, mesh_shape):
+def distribution_for(backbone_cls, mesh_shape, sequence_parallel="auto"):
     return keras.distribution.ModelParallel(
-        layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
+        layout_map=backbone_cls.get_layout_map(
+            make_mesh(mesh_shape), sequence_parallel=sequence_parallel
+        ),
         batch_dim_name="batch",
     )
 
 
 @functools.cache
-def sharded(name, config_name, mesh_shape):
+def sharded(name, config_name, mesh_shape, sequence_parallel="auto"):
     """`(backbone, distribution)`: the reference's weights on a mesh.
 
     Built as presets load (`build_from_weights`): each variable is created
@@ -90,7 +92,9 @@ def sharded(name, config_name, mesh_shape):
     LoRA test builds each class from its initializers under a mesh.
     """
     ref = reference(name, config_name)
-    distribution = distribution_for(ref.backbone_cls, mesh_shape)
+    distribution = distribution_for(
+        ref.backbone_cls, mesh_shape, sequence_parallel
+    )
     with distribution.scope():
         backbone = build_with_weights(
             ref.backbone_cls, ref.config, ref.backbone.weights

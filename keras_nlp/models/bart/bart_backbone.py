@@ -71,6 +71,10 @@ class BartBackbone(Backbone):
     ```
     """
 
+    # Sequence parallelism needs one length, that of `token_ids`: here
+    # encoder and decoder sequences differ in length.
+    sequence_parallel_supported = False
+
     presets = BART_PRESETS
 
     @staticmethod

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_einsum_dims
+from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.fused_projection import project_together
@@ -296,7 +297,8 @@ class GemmaDecoderBlock(keras.layers.Layer):
         x = self.pre_ffw_norm(residual)
         # One matmul for both gates where sharded (one all-reduce back).
         gate, up = project_together(x, [self.gating_ffw, self.gating_ffw_2])
-        x = self.ffw_linear(keras.activations.gelu(gate, approximate=True) * up)
+        x = keras.activations.gelu(gate, approximate=True) * up
+        x = self.ffw_linear(pin_input(self.ffw_linear, x))
         if self.post_ffw_norm is not None:
             x = self.post_ffw_norm(x)
         if self.dropout > 0:

@@ -8,6 +8,7 @@ from keras_nlp.distribution import MODEL
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
+from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import KERNEL_DIMS
 from keras_nlp.layers.cached_attention import write_cache
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
@@ -215,7 +216,7 @@ class GPTNeoXAttention(keras.layers.Layer):
         )
         batch, seq = ops.shape(outputs)[0], ops.shape(outputs)[1]
         outputs = ops.reshape(outputs, (batch, seq, self.hidden_dim))
-        outputs = self.output_dense(outputs)
+        outputs = self.output_dense(pin_input(self.output_dense, outputs))
         if cache is not None:
             return outputs, cache
         return outputs

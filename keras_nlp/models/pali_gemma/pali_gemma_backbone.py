@@ -243,6 +243,10 @@ class PaliGemmaBackbone(Backbone):
     ```
     """
 
+    # Sequence parallelism needs one length, that of `token_ids`: here
+    # image patches prefix the text in the residual stream.
+    sequence_parallel_supported = False
+
     presets = PALI_GEMMA_PRESETS
     # keras-hub's default LoRA targets: the decoder's and the ViT's.
     lora_target_names = ("query", "value", "query_proj", "value_proj")

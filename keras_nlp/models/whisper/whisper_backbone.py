@@ -107,6 +107,10 @@ class WhisperBackbone(Backbone):
     ```
     """
 
+    # Sequence parallelism needs one length, that of `token_ids`: here
+    # encoder and decoder sequences differ in length.
+    sequence_parallel_supported = False
+
     presets = WHISPER_PRESETS
 
     @staticmethod
