@@ -332,6 +332,19 @@ def plan_activations(
                     + " as the kernel's",
                 )
             )
+            letters = layer.input_letters or ""
+            if sequence_axes and "." not in letters and len(letters) == 3:
+                # Gathered over the sequence before the matmul; left free,
+                # XLA may gather the kernel instead and then reshard the
+                # output from tokens to heads (all-to-alls).
+                planned.append(
+                    ActivationPlan(
+                        f"{layer.path}/input",
+                        (FREE, None, None),
+                        "column-parallel input: gathered over the sequence "
+                        "(sequence parallel), whole on every device",
+                    )
+                )
         elif contracted:
             axes = ", ".join(
                 f"'{a}'" for e in contracted for a in entry_axes(e)

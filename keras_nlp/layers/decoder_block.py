@@ -274,6 +274,7 @@ class DecoderBlock(RematBlock, keras.layers.Layer):
                 return self.feedforward(x, padding_mask=padding_mask)
             return self.feedforward(x)
         if self.gate_dense is None:
+            x = pin_input(self.intermediate_dense, x)
             intermediate = self._activation(self.intermediate_dense(x))
             return self.output_dense(pin_input(self.output_dense, intermediate))
         # Like the reference implementations, the gate's activation runs in

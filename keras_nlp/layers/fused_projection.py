@@ -33,6 +33,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.layout_map import _TensorLayout
+from keras_nlp.distribution.layout_map import pin_input
 
 
 def _placement(layer):
@@ -151,6 +152,8 @@ def project_together(inputs, layers):
     # [(2, 3, 8), (2, 3, 8)]
     ```
     """
+    # Under sequence parallelism, the input is gathered over the sequence.
+    inputs = pin_input(layers[0], inputs)
     if len(layers) < 2 or keras.backend.backend() != "jax" or _SEPARATE.get():
         return [layer(inputs) for layer in layers]
     placements = [_placement(layer) for layer in layers]

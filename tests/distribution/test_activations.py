@@ -163,3 +163,64 @@ def test_gpt2_activations_stop_sequence_sharding():
     np.testing.assert_allclose(
         measured[True, "loss"], measured[False, "loss"], rtol=1e-5
     )
+
+
+def test_sequence_parallel_plan_splits_the_residual_stream():
+    mesh = {"batch": 1, "model": 8}
+    plan = GemmaBackbone.plan_layout(mesh, config=GEMMA, sequence_parallel=True)
+    enabled, reason = plan.sequence_parallel
+    assert enabled and reason.startswith("on (asked for)")
+    activations = _activations(plan)
+    for path in ("token_embedding/output", "decoder_block_0/output"):
+        assert activations[path].spec == (FREE, None, None)
+        assert activations[path].sequence_axes == ("model",)
+    output = activations["decoder_block_0/attention/attention_output/output"]
+    assert output.sequence_axes == ("model",)
+    assert "reduce-scattered" in output.reason
+    # The row-parallel input keeps its heads on 'model', sequence whole.
+    heads = activations["decoder_block_0/attention/attention_output/input"]
+    assert heads.spec == (FREE, None, "model", None)
+    assert heads.sequence_axes == ()
+    gathered = activations["decoder_block_0/attention/query/input"]
+    assert gathered.spec == (FREE, None, None)
+    assert plan.to_dict()["sequence_parallel"]["enabled"] is True
+    assert "sequence parallel:     on" in plan.summary()
+    # "auto": off under the default policy, on under policy="memory".
+    default = GemmaBackbone.plan_layout(mesh, config=GEMMA)
+    assert default.sequence_parallel[0] is False
+    assert "policy 'auto'" in default.sequence_parallel[1]
+    assert not any(a.sequence_axes for a in default.activations)
+    memory = GemmaBackbone.plan_layout(mesh, config=GEMMA, policy="memory")
+    assert memory.sequence_parallel[0] is True
+    one = GemmaBackbone.plan_layout(
+        {"batch": 8, "model": 1}, config=GEMMA, sequence_parallel=True
+    )
+    assert one.sequence_parallel == (
+        False,
+        "off: the model axis has 1 device, so there is no all-reduce to split",
+    )
+    with pytest.raises(ValueError, match="sequence_parallel='yes'"):
+        GemmaBackbone.plan_layout(mesh, config=GEMMA, sequence_parallel="yes")
+
+
+@multi_device
+def test_map_splits_the_sequence_only_where_it_divides():
+    layout_map = GemmaBackbone.get_layout_map(
+        make_mesh((2, 4)), config=GEMMA, sequence_parallel=True
+    )
+    distribution = keras.distribution.ModelParallel(
+        layout_map=layout_map, batch_dim_name="batch"
+    )
+    key = "decoder_block_0/output"
+    seen = {}
+
+    def traced(x):
+        with distribution.scope():
+            for length in (8, 6, None):
+                with batch_size_scope(4, length):
+                    seen[length] = layout_map[key].axes
+        return x
+
+    jax.jit(traced)(np.zeros(()))
+    assert seen[8] == ("batch", "model", None)
+    assert seen[6] == seen[None] == ("batch", None, None)

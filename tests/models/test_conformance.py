@@ -565,8 +565,8 @@ def test_sequence_parallel_equals_unsharded(case, mesh_shape, monkeypatch):
         pytest.skip("sharding runs on JAX")
     from keras_nlp.distribution import layout_map as layout_map_module
 
-    inputs, expected_outputs, expected_gradients = (
-        _sequence_parallel_reference(*case)
+    inputs, expected_outputs, expected_gradients = _sequence_parallel_reference(
+        *case
     )
     backbone, distribution = sharded(*case, mesh_shape, sequence_parallel=True)
     plan = distribution._layout_map.plan
