@@ -227,6 +227,23 @@ def _add_mesh_arguments(plan):
             "(default: the mesh's 'expert' axis if any, else the model axis)"
         ),
     )
+    plan.add_argument(
+        "--context-axis",
+        default=None,
+        help=(
+            "axis that splits the sequence (context parallelism; default: "
+            "the mesh's 'context' axis if any)"
+        ),
+    )
+    plan.add_argument(
+        "--sequence-parallel",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help=(
+            "split the residual stream over the sequence on the model axis "
+            "(default: auto, on under --policy memory)"
+        ),
+    )
 
 
 def _add_decision_arguments(plan):
@@ -603,6 +620,10 @@ def _plan(args):
             data_parallel_dim_name=data_axis,
             expert_parallel_dim_name=args.expert_axis,
             fsdp_dim_name=args.fsdp_axis,
+            context_parallel_dim_name=args.context_axis,
+            sequence_parallel={"on": True, "off": False}.get(
+                args.sequence_parallel, "auto"
+            ),
             strict=strict,
             policy=args.policy,
             tokens_per_step=args.tokens_per_step,

@@ -247,6 +247,7 @@ def plan_activations(
     model_axes,
     batch_axes,
     sequence_parallel=False,
+    context_axes=(),
 ):
     """Layouts of the residual stream and of the sharded projections.
 
@@ -264,18 +265,32 @@ def plan_activations(
             activation's other dimensions.
         sequence_parallel: bool. Split the residual stream and the
             row-parallel outputs over the sequence on `model_axes`, and pin
-            the row-parallel projections' inputs (see the module's
-            docstring).
+            the projections' inputs (see the module's docstring).
+        context_axes: mesh axes that split the sequence of every pinned
+            activation (context parallelism), before the model axes of
+            sequence parallelism.
 
     Returns:
         A tuple of `ActivationPlan`.
     """
     specs = {weight.path: weight.spec for weight in weights}
-    sequence_axes = (
-        tuple(a for a in model_axes if a) if sequence_parallel else ()
-    )
+    context_axes = tuple(a for a in context_axes if a)
+    split_model = ()
+    if sequence_parallel:
+        split_model = tuple(a for a in model_axes if a)
+    # The residual stream's and row-parallel outputs' sequence axes, and
+    # every other pinned activation's.
+    between = context_axes + split_model
+    within = context_axes
     model_axes = set(a for a in model_axes if a)
-    named_axes = ", ".join(f"'{a}'" for a in sequence_axes)
+    context_note = ""
+    if context_axes:
+        context_note = (
+            "; sequence on "
+            + ", ".join(f"'{a}'" for a in context_axes)
+            + " (context parallel)"
+        )
+    named_axes = ", ".join(f"'{a}'" for a in split_model)
     planned = []
     for layer in layers:
         if not isinstance(layer, LayerOutput):
@@ -288,14 +303,17 @@ def plan_activations(
                     "residual stream: batch on the batch axes, sequence "
                     "and hidden whole on every device"
                 )
-                if sequence_axes:
+                if split_model:
                     reason = (
                         "residual stream: batch on the batch axes, sequence "
                         f"on {named_axes} (sequence parallel), hidden whole"
                     )
                 planned.append(
                     ActivationPlan(
-                        key, (FREE, None, None), reason, sequence_axes
+                        key,
+                        (FREE, None, None),
+                        reason + context_note,
+                        between,
                     )
                 )
             continue
@@ -312,6 +330,9 @@ def plan_activations(
         if "." in output:
             continue
         spec = _letters_spec(output, by_letter, model_axes)
+        # The sequence is the second dimension of an activation of rank 3
+        # or more that the kernel does not produce (`btnh`, `btd`).
+        tokens = len(output) >= 3 and output[1] not in by_letter
         contracted = [
             entry
             for letter, entry in by_letter.items()
@@ -320,6 +341,18 @@ def plan_activations(
             and set(entry_axes(entry)) & model_axes
         ]
         sharded_out = [e for e in spec if e not in (None, FREE)]
+        letters = layer.input_letters or ""
+        # Sequence parallelism splits what lies between the projections:
+        # row-parallel outputs of the residual stream's rank (`btd`); a
+        # key or value projection that contracts over the model axis (its
+        # heads fell back) stays all-reduced.
+        residual_rank = tokens and len(output) == 3
+        pin_input = (
+            bool(split_model)
+            and "." not in letters
+            and len(letters) >= 3
+            and tokens
+        )
         if sharded_out:
             planned.append(
                 ActivationPlan(
@@ -329,11 +362,12 @@ def plan_activations(
                     + ", ".join(
                         f"'{a}'" for e in sharded_out for a in entry_axes(e)
                     )
-                    + " as the kernel's",
+                    + " as the kernel's"
+                    + (context_note if tokens else ""),
+                    within if tokens else (),
                 )
             )
-            letters = layer.input_letters or ""
-            if sequence_axes and "." not in letters and len(letters) == 3:
+            if pin_input and len(letters) == 3:
                 # Gathered over the sequence before the matmul; left free,
                 # XLA may gather the kernel instead and then reshard the
                 # output from tokens to heads (all-to-alls).
@@ -342,23 +376,24 @@ def plan_activations(
                         f"{layer.path}/input",
                         (FREE, None, None),
                         "column-parallel input: gathered over the sequence "
-                        "(sequence parallel), whole on every device",
+                        "(sequence parallel), whole on every device"
+                        + context_note,
+                        within,
                     )
                 )
         elif contracted:
             axes = ", ".join(
                 f"'{a}'" for e in contracted for a in entry_axes(e)
             )
-            # The sequence split needs the output's second dimension to be
-            # the input's sequence (`btd`), as in every projection here.
-            split = sequence_axes if len(spec) == 3 else ()
-            if not split:
+            if not (split_model and residual_rank):
                 planned.append(
                     ActivationPlan(
                         key,
                         spec,
                         f"row-parallel: the kernel contracts over {axes}, "
-                        "so the output is all-reduced here, whole",
+                        "so the output is all-reduced here, whole"
+                        + (context_note if tokens else ""),
+                        within if tokens else (),
                     )
                 )
                 continue
@@ -368,19 +403,20 @@ def plan_activations(
                     spec,
                     f"row-parallel: the kernel contracts over {axes}, so "
                     f"the output is reduce-scattered over the sequence on "
-                    f"{named_axes} (sequence parallel)",
-                    split,
+                    f"{named_axes} (sequence parallel)" + context_note,
+                    between,
                 )
             )
-            letters = layer.input_letters or ""
-            if "." not in letters and len(letters) >= 3:
+            if pin_input:
                 planned.append(
                     ActivationPlan(
                         f"{layer.path}/input",
                         _letters_spec(letters, by_letter, model_axes),
                         "row-parallel input: whole sequence, contracted "
                         f"dimensions on {axes} as the kernel's, so backward "
-                        "gathers the output gradient, not the kernel",
+                        "gathers the output gradient, not the kernel"
+                        + context_note,
+                        within,
                     )
                 )
     return tuple(planned)

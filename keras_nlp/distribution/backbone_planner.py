@@ -13,6 +13,8 @@ import json
 
 import keras
 
+from keras_nlp.distribution.activations import FREE
+from keras_nlp.distribution.activations import ActivationPlan
 from keras_nlp.distribution.activations import plan_activations
 from keras_nlp.distribution.cost import choose_sequence_parallel
 from keras_nlp.distribution.kv_cache import AttentionCache
@@ -102,13 +104,16 @@ def plan_backbone_layout(
     activations, sequence_parallel = _plan_activations(
         backbone_cls, float_config, layers, plan, request
     )
+    context_axes = _context_axes(backbone_cls, request)
     kv_caches = plan_kv_caches(
         [layer for layer in layers if isinstance(layer, AttentionCache)],
         plan.weights,
         model_axes=(request.model_axis,),
         batch_axes=request.batch_axes,
         split_length=True,
+        context_axes=context_axes,
     )
+    activations += _gathered_keys(kv_caches, context_axes)
     if policy_map is not None:
         plan = plan_quantized_config(
             plan,
@@ -125,6 +130,40 @@ def plan_backbone_layout(
     )
 
 
+def _context_axes(backbone_cls, request):
+    """The context axis, as a tuple, checked against the class."""
+    if request.context_axis is None:
+        return ()
+    if not backbone_cls.sequence_parallel_supported:
+        raise ValueError(
+            f"{backbone_cls.__name__} cannot split its sequence over the "
+            f"context axis {request.context_axis!r}: its residual stream is "
+            "not as long as its token ids (image tokens join it, or an "
+            "encoder and a decoder differ in length). Use a mesh without a "
+            "'context' axis, or pass context_parallel_dim_name to a decoder "
+            "or encoder backbone."
+        )
+    return (request.context_axis,)
+
+
+def _gathered_keys(kv_caches, context_axes):
+    """Each self-attention's keys and values whole over the context axis:
+    every device's queries attend to every position (the all-gather
+    strategy of context parallelism). Heads keep the cache's layout."""
+    if not context_axes:
+        return ()
+    named = ", ".join(f"'{a}'" for a in context_axes)
+    return tuple(
+        ActivationPlan(
+            f"{cache.path.rsplit('/', 1)[0]}/keys",
+            (FREE, None, *cache.spec[3:]),
+            f"keys and values: all-gathered over {named} (context "
+            "parallel), heads as the cache's",
+        )
+        for cache in kv_caches
+    )
+
+
 def _plan_activations(backbone_cls, config, layers, plan, request):
     """The activation layouts, with or without sequence parallelism.
 
@@ -136,6 +175,7 @@ def _plan_activations(backbone_cls, config, layers, plan, request):
         hidden_dim=hidden_dim,
         model_axes=(request.model_axis,),
         batch_axes=request.batch_axes,
+        context_axes=_context_axes(backbone_cls, request),
     )
     activations = plan_activations(layers, plan.weights, **arguments)
     row_parallel = sum(a.reason.startswith("row-parallel") for a in activations)

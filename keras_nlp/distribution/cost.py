@@ -469,9 +469,13 @@ def estimate_plan(plan, model=None):
         )
     axis_sizes = plan.mesh.axis_sizes
     roles = role_axes_for(
-        plan.model_axis, plan.data_axis, plan.expert_axis, plan.fsdp_axis
+        plan.model_axis,
+        plan.data_axis,
+        plan.expert_axis,
+        plan.fsdp_axis,
+        plan.context_axis,
     )
-    batch_axes = plan.batch_axes
+    batch_axes = plan.token_axes
     layer_axes = {}
     for weight in plan.weights:
         if len(weight.shape) >= 2:

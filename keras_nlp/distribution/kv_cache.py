@@ -28,6 +28,7 @@ allocates them).
 """
 
 import dataclasses
+import math
 
 from keras_nlp.distribution.activations import FREE
 from keras_nlp.distribution.rules import entry_axes
@@ -122,7 +123,13 @@ def describe_caches(model):
 
 
 def plan_kv_caches(
-    caches, weights, *, model_axes, batch_axes, split_length=False
+    caches,
+    weights,
+    *,
+    model_axes,
+    batch_axes,
+    split_length=False,
+    context_axes=(),
 ):
     """One `CachePlan` per `AttentionCache`, from its key kernel's layout.
 
@@ -135,6 +142,9 @@ def plan_kv_caches(
         split_length: bool, whether a cache whose heads are whole on the
             model axes has its length split over them instead (decoders'
             self-attention caches).
+        context_axes: mesh axes that split the sequence (context
+            parallelism): a cache's length splits over them first, as the
+            tokens that filled it did.
 
     Returns:
         A tuple of `CachePlan`.
@@ -153,7 +163,7 @@ def plan_kv_caches(
             for letter in ("k", "h")
         )
         spec = (FREE, None, None, heads, head_dim)
-        length_axes = ()
+        length_axes = tuple(a for a in context_axes if a)
         if heads or head_dim:
             reason = (
                 ", ".join(
@@ -169,14 +179,15 @@ def plan_kv_caches(
                 f"{weight.path} ({weight.reason.split(';')[0]})"
             )
             if split_length and model_axes:
-                length_axes = tuple(sorted(model_axes))
-                reason += (
-                    "; the length split over "
-                    + ", ".join(f"'{a}'" for a in length_axes)
-                    + " when that divides it (each device keeps a slice "
-                    "of every head's positions; decoding combines the "
-                    "softmax statistics across it)"
-                )
+                length_axes += tuple(sorted(model_axes))
+        if length_axes:
+            reason += (
+                "; the length split over "
+                + ", ".join(f"'{a}'" for a in length_axes)
+                + " when that divides it (each device keeps a slice "
+                "of every head's positions; decoding combines the "
+                "softmax statistics across it)"
+            )
         planned.append(
             CachePlan(
                 path=cache.path,
@@ -205,7 +216,8 @@ def cache_spec(plan, batch_size, mesh_sizes, batch_axes, max_length=None):
 
     The batch goes on `batch_axes` when their product divides
     `batch_size`, else it stays whole (`None`); the length on the plan's
-    `length_axes` when their product divides `max_length` (given).
+    `length_axes`: the longest leading run of them whose product divides
+    `max_length` (given).
     """
     shards = 1
     for axis in batch_axes:
@@ -215,10 +227,13 @@ def cache_spec(plan, batch_size, mesh_sizes, batch_axes, max_length=None):
         batch = batch_axes[0] if len(batch_axes) == 1 else tuple(batch_axes)
     spec = [batch if entry == FREE else entry for entry in plan.spec]
     axes = tuple(a for a in plan.length_axes if mesh_sizes.get(a, 1) > 1)
-    length_shards = 1
-    for axis in axes:
-        length_shards *= mesh_sizes[axis]
-    if axes and max_length is not None and max_length % length_shards == 0:
+    # The longest leading run of them whose product divides the length.
+    while axes and not (
+        max_length is not None
+        and max_length % math.prod(mesh_sizes[a] for a in axes) == 0
+    ):
+        axes = axes[:-1]
+    if axes:
         spec[CACHE_DIMS.index("sequence")] = axes[0] if len(axes) == 1 else axes
     return tuple(spec)
 

@@ -88,8 +88,9 @@ def _activation_layout(activation, device_mesh, batch_axes):
 
     `FREE` (the batch) becomes `batch_axes` when they divide the batch of
     the backbone call being traced, else `PartitionSpec.UNCONSTRAINED`.
-    The plan's `sequence_axes` split dimension 1 when they divide the
-    sequence length of that call, else it stays as the spec says.
+    The plan's `sequence_axes` split dimension 1: the longest leading run
+    of them whose product divides the sequence length of that call (none:
+    it stays as the spec says).
     """
     spec = getattr(activation, "spec", activation)
     batch = _unconstrained()
@@ -102,13 +103,15 @@ def _activation_layout(activation, device_mesh, batch_axes):
     ):
         batch = batch_axes[0] if len(batch_axes) == 1 else tuple(batch_axes)
     axes = [batch if entry == FREE else entry for entry in spec]
-    sequence_axes = getattr(activation, "sequence_axes", ())
+    # The longest run of the sequence axes (context, then model) whose
+    # product divides the traced length.
+    sequence_axes = tuple(getattr(activation, "sequence_axes", ()))
     length = current_sequence_length()
-    if (
-        sequence_axes
-        and length
-        and length % math.prod(sizes[a] for a in sequence_axes) == 0
+    while sequence_axes and not (
+        length and length % math.prod(sizes[a] for a in sequence_axes) == 0
     ):
+        sequence_axes = sequence_axes[:-1]
+    if sequence_axes:
         axes[1] = sequence_axes[0] if len(sequence_axes) == 1 else sequence_axes
     return _TensorLayout(tuple(axes), device_mesh)
 
@@ -137,17 +140,26 @@ def constrain(tensor, spec):
 def pin_input(layer, tensor):
     """Pins the input of `layer` where the plan has a layout for it.
 
-    Keras pins layer outputs only; a row-parallel projection's input is
-    computed inside its parent layer (an attention's heads, a gated
-    feed-forward's product), so the parent calls this just before the
-    projection. Without a planned `<layer path>/input` (no sequence
-    parallelism, no active map, another backend) `tensor` is returned as
-    it is.
+    Keras pins layer outputs only; a projection's input is computed inside
+    its parent layer (an attention's heads, a gated feed-forward's
+    product), so the parent calls this just before the projection.
+    Without a planned `<layer path>/input` (no sequence parallelism, no
+    active map, another backend) `tensor` is returned as it is.
+    """
+    return pin_activation(layer, "input", tensor)
+
+
+def pin_activation(layer, name, tensor):
+    """Pins `tensor` to the plan's `<layer path>/<name>`, if planned.
+
+    For tensors inside a layer that the plan lays out: a projection's
+    `input`, an attention's `keys` and values (gathered over the context
+    axis). Elsewhere `tensor` is returned as it is.
     """
     layout_map = active_layout_map()
     if layout_map is None or layer.path is None:
         return tensor
-    activation = layout_map.activation(f"{layer.path}/input")
+    activation = layout_map.activation(f"{layer.path}/{name}")
     if activation is None:
         return tensor
     return constrain(tensor, activation)

@@ -194,6 +194,8 @@ class LayoutPlan:
             when experts share the model axis.
         fsdp_axis: the mesh axis that shards weights FSDP-style, or `None`
             when the data axis does.
+        context_axis: the mesh axis that splits the sequence (context
+            parallelism), or `None`.
         policy: `"auto"`, `"memory"` or `"communication"`: how axes that
             do not divide a dimension were placed, see `get_layout_map`.
         tokens_per_step: the tokens per step the candidates' costs were
@@ -235,11 +237,20 @@ class LayoutPlan:
     activations: tuple = ()
     kv_caches: tuple = ()
     sequence_parallel: tuple = (False, None)
+    context_axis: str = None
 
     @property
     def batch_axes(self):
         """The mesh axes that split the batch: the data and fsdp axes."""
         return tuple(a for a in (self.data_axis, self.fsdp_axis) if a)
+
+    @property
+    def token_axes(self):
+        """The mesh axes that split the tokens: the batch axes and the
+        context axis."""
+        return self.batch_axes + (
+            (self.context_axis,) if self.context_axis else ()
+        )
 
     def weight(self, path):
         """The `WeightPlan` of the variable at `path`."""
@@ -327,6 +338,7 @@ class LayoutPlan:
             "data_axis": self.data_axis,
             "expert_axis": self.expert_axis,
             "fsdp_axis": self.fsdp_axis,
+            "context_axis": self.context_axis,
             "policy": self.policy,
             "tokens_per_step": self.tokens_per_step,
             "dtypes": self.dtypes,

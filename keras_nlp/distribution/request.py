@@ -22,6 +22,8 @@ POLICIES = ("auto", "memory", "communication")
 SEQUENCE_PARALLEL_OPTIONS = ("auto", True, False)
 # The axis name that takes the experts when the caller names none.
 DEFAULT_EXPERT_AXIS = "expert"
+# The axis name that takes the context role when the caller names none.
+DEFAULT_CONTEXT_AXIS = "context"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,10 +36,9 @@ class PlanRequest:
     of `get_layout_map` / `plan_layout` into a request, choosing the mesh's
     `"expert"` axis when none is named.
 
-    Later settings (a context axis for context parallelism, a per-device
-    memory budget the policy must meet) become fields here, checked in
-    `__post_init__`, so no signature between the user and the resolver
-    changes.
+    Later settings (a per-device memory budget the policy must meet)
+    become fields here, checked in `__post_init__`, so no signature
+    between the user and the resolver changes.
 
     Attributes:
         mesh: the `MeshShape` (a `DeviceMesh`, dict or `"2x4"` string is
@@ -63,6 +64,10 @@ class PlanRequest:
             the other assumptions of the estimates (training, optimizer
             moments, bandwidths); its `tokens_per_step` is replaced by the
             request's.
+        context_axis: mesh axis of the `CONTEXT` role (context
+            parallelism: the sequence of every activation split over it,
+            keys and values gathered for attention), or `None`. Weights
+            shard FSDP-style over it.
         sequence_parallel: `"auto"`, `True` or `False`: split the residual
             stream over the sequence on the model axis between the
             tensor-parallel projections (Megatron's sequence parallelism).
@@ -90,6 +95,7 @@ class PlanRequest:
     dtype: str = None
     cost_model: CostModel = None
     sequence_parallel: object = "auto"
+    context_axis: str = None
 
     def __post_init__(self):
         # A frozen dataclass sets a converted field through object.
@@ -98,6 +104,7 @@ class PlanRequest:
             self.mesh, self.model_axis, self.data_axis, self.expert_axis
         )
         _check_fsdp_axis(self)
+        _check_context_axis(self)
         if self.policy not in POLICIES:
             raise ValueError(
                 f"policy must be one of {', '.join(map(repr, POLICIES))}. "
@@ -127,6 +134,7 @@ class PlanRequest:
         data_parallel_dim_name="batch",
         expert_parallel_dim_name=None,
         fsdp_dim_name=None,
+        context_parallel_dim_name=None,
         **settings,
     ):
         """The request of `get_layout_map` / `plan_layout`'s arguments.
@@ -141,6 +149,9 @@ class PlanRequest:
                 the model axis puts the experts there.
             fsdp_dim_name: the axis that shards weights FSDP-style, or
                 `None`.
+            context_parallel_dim_name: the `CONTEXT` role's axis; `None`
+                takes the mesh's `"context"` axis if it has one (and no
+                other role names it).
             **settings: the other fields (`strict`, `policy`,
                 `tokens_per_step`, `dtype`, ...).
         """
@@ -152,6 +163,15 @@ class PlanRequest:
                 data_parallel_dim_name,
             ):
                 expert_axis = DEFAULT_EXPERT_AXIS
+        context_axis = context_parallel_dim_name
+        if context_axis is None and DEFAULT_CONTEXT_AXIS in mesh.axis_names:
+            if DEFAULT_CONTEXT_AXIS not in (
+                model_parallel_dim_name,
+                data_parallel_dim_name,
+                expert_axis,
+                fsdp_dim_name,
+            ):
+                context_axis = DEFAULT_CONTEXT_AXIS
         # Experts named onto the model axis share it, as with no expert
         # axis; the constructor checks every axis.
         if expert_axis == model_parallel_dim_name:
@@ -162,6 +182,7 @@ class PlanRequest:
             data_axis=data_parallel_dim_name,
             expert_axis=expert_axis,
             fsdp_axis=fsdp_dim_name,
+            context_axis=context_axis,
             **settings,
         )
 
@@ -178,7 +199,11 @@ class PlanRequest:
     def role_axes(self):
         """The mesh axes of each role (see `rules.role_axes_for`)."""
         return role_axes_for(
-            self.model_axis, self.data_axis, self.expert_axis, self.fsdp_axis
+            self.model_axis,
+            self.data_axis,
+            self.expert_axis,
+            self.fsdp_axis,
+            self.context_axis,
         )
 
     @property
@@ -188,6 +213,14 @@ class PlanRequest:
             axis
             for axis in (self.data_axis, self.fsdp_axis)
             if axis is not None
+        )
+
+    @property
+    def token_axes(self):
+        """The axes that split the tokens: the batch axes and the context
+        axis (each device computes the tokens of its own slice)."""
+        return self.batch_axes + tuple(
+            a for a in (self.context_axis,) if a is not None
         )
 
     @property
@@ -267,4 +300,31 @@ def _check_fsdp_axis(request):
             raise ValueError(
                 f"fsdp_dim_name and {role} must name different mesh axes; "
                 f"both are {fsdp_axis!r}. The mesh's axis names are {names}."
+            )
+
+
+def _check_context_axis(request):
+    """Raises unless the context axis (or `None`) is a mesh axis of its
+    own."""
+    axis = request.context_axis
+    if axis is None:
+        return
+    names = list(request.mesh.axis_names)
+    if axis not in names:
+        raise ValueError(
+            f"context_parallel_dim_name={axis!r} is not an axis of the device "
+            f"mesh. The mesh's axis names are {names} (or pass "
+            "context_parallel_dim_name=None for no context parallelism)."
+        )
+    for role, other in (
+        ("model_parallel_dim_name", request.model_axis),
+        ("data_parallel_dim_name", request.data_axis),
+        ("expert_parallel_dim_name", request.expert_axis),
+        ("fsdp_dim_name", request.fsdp_axis),
+    ):
+        if axis == other:
+            raise ValueError(
+                f"context_parallel_dim_name and {role} must name different "
+                f"mesh axes; both are {axis!r}. The mesh's axis names are "
+                f"{names}."
             )

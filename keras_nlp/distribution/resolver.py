@@ -90,6 +90,7 @@ def resolve_layout(rules, variables, request, *, owner, user_entries=()):
         weights=tuple(by_path[v.path] for v in variables if v.path in by_path),
         expert_axis=request.expert_axis,
         fsdp_axis=request.fsdp_axis,
+        context_axis=request.context_axis,
         policy=request.policy,
         tokens_per_step=request.tokens_per_step,
     )
@@ -199,7 +200,7 @@ def _choose(options, shape, dtype, dim_names, request, neighbours):
             option_spec,
             dim_names,
             axis_sizes,
-            request.batch_axes,
+            request.token_axes,
             costs,
             sharded_neighbours=neighbours,
             label=label,

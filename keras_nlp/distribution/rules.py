@@ -217,20 +217,28 @@ def normalize_rules(raw_rules, owner):
     return rules
 
 
-def role_axes_for(model_axis, data_axis, expert_axis=None, fsdp_axis=None):
+def role_axes_for(
+    model_axis, data_axis, expert_axis=None, fsdp_axis=None, context_axis=None
+):
     """The mesh axes of each role, in the order a dimension takes them.
 
     `DATA` (also named `FSDP`) shards weights FSDP-style: over the fsdp
     axis when the mesh has one (the data axis then holds whole replicas),
     else over the data axis. `EXPERT` is the expert axis, or the model axis
     when there is none. Weights without an expert dimension shard
-    FSDP-style over the expert axis too, so `DATA` then covers it as well.
+    FSDP-style over the expert axis too, so `DATA` then covers it as well,
+    and so over the context axis (which splits the sequence, not weights:
+    left alone, every device of it would hold whole weights).
     """
     expert_only = expert_axis if expert_axis != model_axis else None
     weights_axis = fsdp_axis if fsdp_axis is not None else data_axis
     return {
         MODEL: (model_axis,),
-        DATA: tuple(a for a in (weights_axis, expert_only) if a is not None),
+        DATA: tuple(
+            a
+            for a in (weights_axis, expert_only, context_axis)
+            if a is not None
+        ),
         EXPERT: (expert_axis or model_axis,),
     }
 

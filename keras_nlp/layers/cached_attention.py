@@ -13,6 +13,7 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
+from keras_nlp.distribution.layout_map import pin_activation
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.fused_projection import project_together
@@ -506,6 +507,9 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             key = self.rotary_embedding(
                 key, start_index=start_index, positions=positions
             )
+        # Context parallelism: keys and values gathered over the sequence.
+        key = pin_activation(self, "keys", key)
+        value = pin_activation(self, "keys", value)
         if cache is not None:
             key, value, cache = write_cache(cache, key, value, start_index)
 

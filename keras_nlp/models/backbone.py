@@ -277,6 +277,7 @@ class Backbone(
         device=None,
         quantize=None,
         sequence_parallel="auto",
+        context_parallel_dim_name=None,
     ):
         """Plans where every weight goes on a mesh, without any device.
 
@@ -314,6 +315,8 @@ class Backbone(
                 quantized kernel in its stored dtype with its scales.
             sequence_parallel: `"auto"`, `True` or `False`, as in
                 `get_layout_map`.
+            context_parallel_dim_name: mesh axis that splits the sequence,
+                as in `get_layout_map`.
 
         Returns:
             A `keras_nlp.distribution.LayoutPlan`.
@@ -330,6 +333,7 @@ class Backbone(
             dtype=dtype,
             cost_model=_device_cost_model(device),
             sequence_parallel=sequence_parallel,
+            context_parallel_dim_name=context_parallel_dim_name,
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "plan_layout"
@@ -371,6 +375,7 @@ class Backbone(
         tokens_per_step=DEFAULT_TOKENS_PER_STEP,
         device=None,
         sequence_parallel="auto",
+        context_parallel_dim_name=None,
     ):
         """Returns a `keras.distribution.LayoutMap` that fits the real shapes.
 
@@ -431,6 +436,14 @@ class Backbone(
                 applies to calls whose `token_ids` length the model axis
                 divides. `"auto"` turns it on under `policy="memory"`; the
                 plan says why (`plan.sequence_parallel`).
+            context_parallel_dim_name: str, a mesh axis that splits the
+                sequence of every activation (context parallelism): each
+                device computes its own tokens, and each attention gathers
+                the keys and values over it (an all-gather), so causal and
+                sliding-window masks, soft caps, ALiBi and left padding
+                stay exact. Weights shard FSDP-style over it; decoders'
+                caches split their length over it. Defaults to `None`:
+                the mesh's `"context"` axis if it has one.
 
         Returns:
             A `keras_nlp.distribution.BackboneLayoutMap` (a Keras
@@ -485,6 +498,7 @@ class Backbone(
             tokens_per_step=tokens_per_step,
             cost_model=_device_cost_model(device),
             sequence_parallel=sequence_parallel,
+            context_parallel_dim_name=context_parallel_dim_name,
         )
         owner, config, preset = cls._class_and_config(
             instance, config, preset, "get_layout_map"

@@ -224,3 +224,75 @@ def test_map_splits_the_sequence_only_where_it_divides():
     jax.jit(traced)(np.zeros(()))
     assert seen[8] == ("batch", "model", None)
     assert seen[6] == seen[None] == ("batch", None, None)
+
+
+def test_context_axis_splits_every_sequence_and_gathers_keys():
+    from keras_nlp.distribution import MeshShape
+
+    mesh = MeshShape((2, 2, 2), ("batch", "context", "model"))
+    plan = GemmaBackbone.plan_layout(mesh, config=GEMMA)
+    # The mesh's "context" axis takes the role by default.
+    assert plan.context_axis == "context"
+    assert plan.to_dict()["context_axis"] == "context"
+    activations = _activations(plan)
+    for path in (
+        "decoder_block_0/output",
+        "decoder_block_0/attention/query/output",
+        "decoder_block_0/attention/attention_output/output",
+    ):
+        assert activations[path].sequence_axes == ("context",), path
+        assert "(context parallel)" in activations[path].reason
+    keys = activations["decoder_block_0/attention/keys"]
+    assert keys.spec == (FREE, None, None, None)
+    assert keys.sequence_axes == ()
+    assert "all-gathered over 'context'" in keys.reason
+    # Weights shard FSDP-style over it; caches split their length over it
+    # first (the one kv head is whole on 'model', so then over 'model').
+    assert plan.weight("decoder_block_0/attention/query/kernel").spec == (
+        "model",
+        ("batch", "context"),
+        None,
+    )
+    assert plan.kv_caches[0].length_axes == ("context", "model")
+    with_sp = GemmaBackbone.plan_layout(
+        mesh, config=GEMMA, sequence_parallel=True
+    )
+    residual = _activations(with_sp)["decoder_block_0/output"]
+    assert residual.sequence_axes == ("context", "model")
+
+
+@pytest.mark.parametrize(
+    "arguments, message",
+    [
+        (
+            dict(context_parallel_dim_name="seq"),
+            "context_parallel_dim_name='seq' is not an axis",
+        ),
+        (
+            dict(context_parallel_dim_name="model"),
+            "context_parallel_dim_name and model_parallel_dim_name",
+        ),
+    ],
+)
+def test_context_axis_errors_name_the_fix(arguments, message):
+    with pytest.raises(ValueError, match=message):
+        GemmaBackbone.plan_layout(
+            {"batch": 2, "context": 2, "model": 2}, config=GEMMA, **arguments
+        )
+
+
+def test_context_axis_refuses_a_backbone_of_two_lengths():
+    from keras_nlp.models import T5Backbone
+
+    config = dict(
+        vocabulary_size=64,
+        num_layers=1,
+        num_heads=2,
+        hidden_dim=16,
+        intermediate_dim=32,
+        key_value_dim=8,
+    )
+    with pytest.raises(ValueError, match="T5Backbone cannot split its"):
+        T5Backbone.plan_layout(
+            {"batch": 2, "context": 2, "model": 2}, config=config
+        )

@@ -21,8 +21,10 @@ one list of meshes, so that enrolling a class there runs it through all of:
    variable (scales, zeros, packed kernels) laid out as planned and the
    outputs equal to the unsharded quantized model's;
 10. for decoders: sequence parallelism (the residual stream split over
-   the sequence on the model axis) on (1, 8) and (2, 4), outputs and
-   gradients equal to the unsharded model's, the split seen while tracing.
+   the sequence on the model axis) on (1, 8) and (2, 4), and context
+   parallelism on (batch, context, model) and four-axis meshes: outputs
+   and gradients equal to the unsharded model's, the split seen while
+   tracing.
 
 Built models come from the zoo (tests/models/zoo.py), built once per
 worker: one unsharded reference (its weights, inputs and outputs) per
@@ -91,17 +93,42 @@ OUTPUT_CASES = [(case, mesh) for case in CASES for mesh in OUTPUT_MESHES]
 # config per class.
 PRESET_CASES = [(name, "tiny") for name in sorted(TINY_CONFIGS)]
 DECODER_CASES = [c for c in CASES if TINY_CONFIGS[c[0]].kind == DECODER]
-# Sequence parallelism: each decoder class's first config on both meshes,
-# with sequences the model axis divides (else the sequence stays whole).
-SEQUENCE_PARALLEL_MESHES = [(1, 8), (2, 4)]
-SEQUENCE_PARALLEL_LENGTH = 16
-SEQUENCE_PARALLEL_CASES = [
-    (case, mesh)
+# Long context: each decoder class's first config with sequence
+# parallelism on (1, 8) and (2, 4), and with a context axis (keys and
+# values gathered over it) on (batch, context, model); a dense and a
+# mixture-of-experts class on four axes with both. Sequences the axes
+# divide (else the sequence stays whole).
+LONG_CONTEXT_LENGTH = 16
+CONTEXT_MESH = ((2, 2, 2), ("batch", "context", "model"))
+FOUR_AXIS_MESHES = {
+    "Llama3Backbone": ((1, 2, 2, 2), ("data", "fsdp", "context", "model")),
+    "MixtralBackbone": ((1, 2, 2, 2), ("batch", "context", "expert", "model")),
+}
+LONG_CONTEXT_DECODERS = [
+    case
     for case in PRESET_CASES
     if TINY_CONFIGS[case[0]].kind == DECODER
     and backbone_class(case[0]).sequence_parallel_supported
-    for mesh in SEQUENCE_PARALLEL_MESHES
 ]
+# (case, mesh shape, axis names or None for (batch, model), sequence
+# parallel).
+LONG_CONTEXT_CASES = (
+    [
+        (case, mesh, None, True)
+        for case in LONG_CONTEXT_DECODERS
+        for mesh in [(1, 8), (2, 4)]
+    ]
+    + [(case, *CONTEXT_MESH, "auto") for case in LONG_CONTEXT_DECODERS]
+    + [((name, "tiny"), *mesh, True) for name, mesh in FOUR_AXIS_MESHES.items()]
+)
+
+
+def long_context_id(row):
+    case, mesh, axes, sequence_parallel = row
+    names = "x".join(axes) if axes else "batch x model"
+    return f"{case_id(case)}-{mesh}-{names}-sp={sequence_parallel}"
+
+
 GOLDEN = json.loads(
     (
         pathlib.Path(__file__).parent / "golden" / "checkpoint_shapes.json"
@@ -536,16 +563,16 @@ def test_quantized_preset_loads_into_shards(
         )
 
 
-# === 10. Decoders: sequence parallelism ===
+# === 10. Decoders: sequence and context parallelism ===
 
 
 @functools.cache
-def _sequence_parallel_reference(name, config_name):
-    """Inputs the model axis divides, and the unsharded outputs and
+def _long_context_reference(name, config_name):
+    """Inputs the mesh axes divide, and the unsharded outputs and
     gradients for them."""
     ref = reference(name, config_name)
     inputs = TINY_CONFIGS[name].inputs_for(
-        ref.backbone, ref.config, length=SEQUENCE_PARALLEL_LENGTH
+        ref.backbone, ref.config, length=LONG_CONTEXT_LENGTH
     )
     return (
         inputs,
@@ -556,41 +583,59 @@ def _sequence_parallel_reference(name, config_name):
 
 @multi_device
 @pytest.mark.parametrize(
-    "case, mesh_shape",
-    SEQUENCE_PARALLEL_CASES,
-    ids=[f"{case_id(c)}-{m}" for c, m in SEQUENCE_PARALLEL_CASES],
+    "case, mesh_shape, axis_names, sequence_parallel",
+    LONG_CONTEXT_CASES,
+    ids=[long_context_id(row) for row in LONG_CONTEXT_CASES],
 )
-def test_sequence_parallel_equals_unsharded(case, mesh_shape, monkeypatch):
+def test_long_context_equals_unsharded(
+    case, mesh_shape, axis_names, sequence_parallel, monkeypatch
+):
     if keras.backend.backend() != "jax":
         pytest.skip("sharding runs on JAX")
     from keras_nlp.distribution import layout_map as layout_map_module
 
-    inputs, expected_outputs, expected_gradients = _sequence_parallel_reference(
+    inputs, expected_outputs, expected_gradients = _long_context_reference(
         *case
     )
-    backbone, distribution = sharded(*case, mesh_shape, sequence_parallel=True)
+    backbone, distribution = sharded(
+        *case, mesh_shape, sequence_parallel, axis_names
+    )
     plan = distribution._layout_map.plan
+    assert_follows_plan_on(backbone, plan, distribution)
     enabled, reason = plan.sequence_parallel
-    if not enabled:
+    if sequence_parallel is True and not enabled:
         # Heads the model axis does not divide (GPT-OSS's tiny config on
         # 8): nothing is row-parallel, nothing to split; outputs stay equal.
         assert "no projection is row-parallel" in reason, reason
-        assert not any(a.sequence_axes for a in plan.activations)
-    # Every layout applied while tracing: the residual stream's sequence
-    # must be on the model axis (else this compares whole sequences).
-    applied = []
+    expected_axes = set()
+    if axis_names and "context" in axis_names:
+        assert plan.context_axis == "context"
+        expected_axes.add("context")
+    if enabled:
+        expected_axes.add("model")
+    # The sequence axes of every layout applied while tracing (else this
+    # would compare whole sequences).
+    applied = set()
     original = layout_map_module._activation_layout
 
     def spy(activation, *args):
         layout = original(activation, *args)
         if getattr(activation, "sequence_axes", ()):
-            applied.append(layout.axes[1])
+            entry = layout.axes[1]
+            applied.update(entry if isinstance(entry, tuple) else (entry,))
         return layout
 
     monkeypatch.setattr(layout_map_module, "_activation_layout", spy)
     with distribution.scope():
         outputs = forward(backbone, inputs)
         actual_gradients = gradients(backbone, inputs)
-    assert set(applied) == ({"model"} if enabled else set()), applied
+    assert applied == expected_axes, applied
     assert_outputs_close(outputs, expected_outputs, atol=ATOL)
     assert_gradients_close(actual_gradients, expected_gradients)
+
+
+def assert_follows_plan_on(backbone, plan, distribution):
+    """Every variable laid out as `plan` says, on `distribution`'s mesh."""
+    from keras_nlp.distribution.layout_map import verify_layouts
+
+    verify_layouts(backbone, plan, distribution.device_mesh)

@@ -15,6 +15,7 @@ worker (`--dist loadgroup`), so each model is built on one worker only.
 
 import dataclasses
 import functools
+import math
 
 import keras
 import numpy as np
@@ -73,17 +74,39 @@ def _reference(name, config_name):
     )
 
 
-def distribution_for(backbone_cls, mesh_shape, sequence_parallel="auto"):
-    return keras.distribution.ModelParallel(
+def distribution_for(
+    backbone_cls, mesh_shape, sequence_parallel="auto", axis_names=None
+):
+    """`ModelParallel` with the class's map on a `(batch, model)` mesh of
+    `mesh_shape`, or on axes named `axis_names` (`data` and `fsdp` then
+    take the FSDP roles and split the batch, with `batch` if named)."""
+    if axis_names is None:
+        return keras.distribution.ModelParallel(
+            layout_map=backbone_cls.get_layout_map(
+                make_mesh(mesh_shape), sequence_parallel=sequence_parallel
+            ),
+            batch_dim_name="batch",
+        )
+    from keras_nlp.distribution import ModelParallel
+
+    devices = keras.distribution.list_devices()[: math.prod(mesh_shape)]
+    mesh = keras.distribution.DeviceMesh(mesh_shape, axis_names, devices)
+    roles = {}
+    if "fsdp" in axis_names:
+        roles = dict(data_parallel_dim_name="data", fsdp_dim_name="fsdp")
+    batch = tuple(a for a in ("batch", "data", "fsdp") if a in axis_names)
+    return ModelParallel(
         layout_map=backbone_cls.get_layout_map(
-            make_mesh(mesh_shape), sequence_parallel=sequence_parallel
+            mesh, sequence_parallel=sequence_parallel, **roles
         ),
-        batch_dim_name="batch",
+        batch_dim_name=batch,
     )
 
 
 @functools.cache
-def sharded(name, config_name, mesh_shape, sequence_parallel="auto"):
+def sharded(
+    name, config_name, mesh_shape, sequence_parallel="auto", axis_names=None
+):
     """`(backbone, distribution)`: the reference's weights on a mesh.
 
     Built as presets load (`build_from_weights`): each variable is created
@@ -93,7 +116,7 @@ def sharded(name, config_name, mesh_shape, sequence_parallel="auto"):
     """
     ref = reference(name, config_name)
     distribution = distribution_for(
-        ref.backbone_cls, mesh_shape, sequence_parallel
+        ref.backbone_cls, mesh_shape, sequence_parallel, axis_names
     )
     with distribution.scope():
         backbone = build_with_weights(

@@ -8,6 +8,7 @@ from keras_nlp.distribution import MODEL
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
+from keras_nlp.distribution.layout_map import pin_activation
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import KERNEL_DIMS
 from keras_nlp.layers.cached_attention import write_cache
@@ -197,6 +198,9 @@ class GPTNeoXAttention(keras.layers.Layer):
         start_index = 0 if cache_update_index is None else cache_update_index
         query = self._rotate(query, start_index, positions)
         key = self._rotate(key, start_index, positions)
+        # Context parallelism: keys and values gathered over the sequence.
+        key = pin_activation(self, "keys", key)
+        value = pin_activation(self, "keys", value)
         if cache is not None:
             key, value, cache = write_cache(cache, key, value, start_index)
 
