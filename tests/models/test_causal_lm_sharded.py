@@ -9,6 +9,7 @@ backbones built abstractly.
 """
 
 import functools
+import math
 import re
 
 import keras
@@ -38,7 +39,9 @@ from tests.tokenizers import tiny_tokenizers
 
 pytestmark = pytest.mark.multi_device
 
-GENERATION_MESHES = [(1, 8), (2, 4)]
+# (2, 2, 2) is (batch, context, model): caches split their length over
+# the context axis (then over the model axis where heads are whole there).
+GENERATION_MESHES = [(1, 8), (2, 4), (2, 2, 2)]
 # Four rows of mixed lengths, left-padded in the batch.
 PROMPTS = [[11, 12, 13, 14, 15], [21, 22, 23], [31], [41, 42, 43, 44]]
 # A multiple of every model axis: caches whose heads are whole on it are
@@ -62,6 +65,7 @@ SHARDED_FAMILIES = {
         {
             (1, 8): (None, None, "model", None, None),
             (2, 4): ("batch", None, "model", None, None),
+            (2, 2, 2): ("batch", None, ("context", "model"), None, None),
         },
     ),
     # 16:8 grouped queries: 8 key/value heads on 'model' (4 or 8 ways).
@@ -77,6 +81,7 @@ SHARDED_FAMILIES = {
         {
             (1, 8): (None, None, None, "model", None),
             (2, 4): ("batch", None, None, "model", None),
+            (2, 2, 2): ("batch", None, "context", "model", None),
         },
     ),
     # One fused query/key/value kernel of 4 heads: on 'model' of 4; whole
@@ -87,6 +92,7 @@ SHARDED_FAMILIES = {
         {
             (1, 8): (None, None, "model", None, None),
             (2, 4): ("batch", None, None, "model", None),
+            (2, 2, 2): ("batch", None, "context", "model", None),
         },
     ),
     # Mixture of 4 experts (top 2), 8 key/value heads.
@@ -105,14 +111,21 @@ SHARDED_FAMILIES = {
         {
             (1, 8): (None, None, None, "model", None),
             (2, 4): ("batch", None, None, "model", None),
+            (2, 2, 2): ("batch", None, "context", "model", None),
         },
     ),
 }
 
 
 def distribution_for(backbone_cls, mesh_shape):
+    mesh = make_mesh(mesh_shape)
+    if len(mesh_shape) == 3:
+        devices = keras.distribution.list_devices()[: math.prod(mesh_shape)]
+        mesh = keras.distribution.DeviceMesh(
+            mesh_shape, ("batch", "context", "model"), devices
+        )
     return keras.distribution.ModelParallel(
-        layout_map=backbone_cls.get_layout_map(make_mesh(mesh_shape)),
+        layout_map=backbone_cls.get_layout_map(mesh),
         batch_dim_name="batch",
     )
 
