@@ -31,13 +31,14 @@ Generation (`Workload("generate", batch_size, sequence_length=context)`):
   float32 copy.
 
 Activations are counted per token on each device (`t` = the batch split
-over the batch axes, times the sequence) from the widths the plan gives
-each block's projections: `h` the residual stream (whole on every model
-device), `a` the summed local outputs of its attention projections (query,
+over the batch axes, times the sequence, split over the context axis when
+the plan has one) from the widths the plan gives each block's
+projections: `h` the residual stream (whole on every model device, or
+`h / model` per token under sequence parallelism), `a` the summed local outputs of its attention projections (query,
 key, value: their heads over the model axis when it divides them), `f` of
 its feed-forward ones (gate and up, or one; experts as
 `Workload.expert_compute` runs them), and `s` the local attention scores
-(`batch x local query heads x sequence x keys`: the score matrix is
+(`batch x local query heads x local sequence x keys`: the score matrix is
 materialized, as XLA does without a fused attention kernel; a
 flash-attention kernel keeps none of it; where a head is split inside,
 every device scores every head). A block keeps
@@ -591,10 +592,17 @@ def _training(plan, workload, basis):
             f"it with lora_rank={workload.lora_rank}."
         )
     trainable = adapters if workload.lora_rank else plan.weights
-    tokens = basis.batch_local * workload.sequence_length
+    length = workload.sequence_length
+    local_length, residual_shards = sequence_shards(plan, length)
+    tokens = basis.batch_local * local_length
     per_block = [
         _block_elements(
-            block, tokens, basis.batch_local, workload.sequence_length
+            block,
+            tokens,
+            basis.batch_local,
+            local_length,
+            keys=length,
+            residual_shards=residual_shards,
         )
         for block in basis.blocks
     ]
@@ -607,7 +615,9 @@ def _training(plan, workload, basis):
         ),
     }
     if workload.remat == "full":
-        saved = sum(tokens * block.hidden for block in basis.blocks)
+        saved = sum(
+            tokens * block.hidden / residual_shards for block in basis.blocks
+        )
         categories["activations"] = saved * basis.compute_size
         categories["recomputed_block"] = (
             max(per_block, default=0) * basis.compute_size
@@ -631,12 +641,38 @@ def _training(plan, workload, basis):
     return MemoryEstimate(workload, categories, tuple(basis.notes))
 
 
+def sequence_shards(plan, length):
+    """`(tokens of one sequence per device, residual stream shards)`.
+
+    The context axis splits every activation's sequence when it divides
+    `length`; sequence parallelism then splits the residual stream over
+    the model axis too, when that divides what is left (as the layouts
+    apply them, see `activations`).
+    """
+    sizes = plan.mesh.axis_sizes
+    context = sizes.get(plan.context_axis, 1) if plan.context_axis else 1
+    if length % context:
+        context = 1
+    local = length // context
+    model = sizes.get(plan.model_axis, 1)
+    residual = 1
+    if plan.sequence_parallel[0] and local % model == 0:
+        residual = model
+    return local, residual
+
+
 def _block_elements(
-    block, tokens, batch_local, length, keys=None, factors=ACTIVATION_FACTORS
+    block,
+    tokens,
+    batch_local,
+    length,
+    keys=None,
+    factors=ACTIVATION_FACTORS,
+    residual_shards=1,
 ):
     scores = batch_local * block.query_heads * length * (keys or length)
     return (
-        tokens * factors.residual * block.hidden
+        tokens * factors.residual * block.hidden / residual_shards
         + tokens * factors.attention * block.attention
         + tokens * factors.feedforward * block.feedforward
         + factors.scores * scores

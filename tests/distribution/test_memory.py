@@ -97,6 +97,36 @@ def test_categories_follow_optimizer_lora_remat_dtype_and_cache():
     assert one_axis.categories["gathered_weights"] == 0
 
 
+def test_sequence_and_context_parallel_split_the_activations():
+    from keras_nlp.distribution import MeshShape
+    from keras_nlp.distribution.memory import ACTIVATION_FACTORS
+
+    plain = plan_on({"batch": 1, "model": 8})
+    split = plan_on({"batch": 1, "model": 8}, sequence_parallel=True)
+    before = estimate_memory(plain, TRAIN).categories
+    after = estimate_memory(split, TRAIN).categories
+    # Only the residual-stream term changes: 8 x 256 tokens of width 256
+    # per block, 7/8 of it gone.
+    residual = 2 * ACTIVATION_FACTORS.residual * 8 * 256 * 256 * 4
+    assert math.isclose(
+        before["activations"] - after["activations"], residual * 7 / 8
+    )
+    assert after["logits_and_loss"] == before["logits_and_loss"]
+    # A sequence the model axis does not divide stays whole.
+    odd = Workload("train", batch_size=8, sequence_length=252)
+    assert (
+        estimate_memory(split, odd).categories
+        == estimate_memory(plain, odd).categories
+    )
+    # A context axis of 2 halves each device's tokens: activations (scores
+    # over half the queries against every key) and logits.
+    context = plan_on(MeshShape((1, 2, 4), ("batch", "context", "model")))
+    halved = estimate_memory(context, TRAIN).categories
+    whole = estimate_memory(plan_on({"batch": 1, "model": 4}), TRAIN)
+    for name in ("activations", "logits_and_loss"):
+        assert math.isclose(halved[name], whole.categories[name] / 2)
+
+
 OPTIMIZERS = {
     "adamw": keras.optimizers.AdamW,
     "sgd": keras.optimizers.SGD,
