@@ -29,6 +29,7 @@ Nothing here is timed. Run:
 """
 
 import argparse
+import math
 import os
 import re
 import sys
@@ -39,7 +40,6 @@ if __name__ == "__main__":
 
     setup_devices()
 
-MESH = (1, 8)
 SHAPES = [(1, 8192), (8, 1024)]
 CONFIGS = {
     "llama-like (32q:8kv)": (
@@ -146,11 +146,19 @@ def link_bytes(hlo_text, group):
     }
 
 
-def measure(class_name, config, batch, length, sequence_parallel):
+def measure(class_name, config, batch, length, sequence_parallel, mesh_axes):
+    """`(temporaries, link bytes by kind or None, predicted activations)`
+    of one training step; link bytes on one model axis only."""
     import _sharded_configs as shared
+    import keras
+
+    from keras_nlp.distribution.memory import Workload
+    from keras_nlp.distribution.memory import estimate_memory
 
     cls = shared.our_class(class_name)
-    mesh = shared.device_mesh(MESH)
+    shape, axes = mesh_axes
+    devices = keras.distribution.list_devices()[: math.prod(shape)]
+    mesh = keras.distribution.DeviceMesh(shape, axes, devices)
     layout_map = cls.get_layout_map(
         mesh, config=config, sequence_parallel=sequence_parallel
     )
@@ -163,7 +171,11 @@ def measure(class_name, config, batch, length, sequence_parallel):
         return compiled.memory_analysis(), compiled.as_text()
 
     analysis, text = step._traced(compile_step)
-    return analysis.temp_size_in_bytes, link_bytes(text, MESH[1])
+    links = link_bytes(text, shape[-1]) if len(shape) == 2 else None
+    predicted = estimate_memory(
+        layout_map.plan, Workload("train", batch, length)
+    ).categories["activations"]
+    return analysis.temp_size_in_bytes, links, predicted
 
 
 def main():
@@ -171,43 +183,49 @@ def main():
     parser.add_argument("--output", help="also write the table to this file")
     args = parser.parse_args()
     lines = [
-        f"One training step on {MESH[0]}x{MESH[1]} fake CPU devices, per "
-        "device: XLA's temporaries, the attention scores' share, and the "
-        "collectives' link bytes (reduce-scatters as GPU/TPU XLA makes "
-        "them).",
+        "One training step on 8 fake CPU devices, per device: XLA's "
+        "temporaries, the attention scores' share, the memory model's "
+        "activations, and the collectives' link bytes (reduce-scatters as "
+        "GPU/TPU XLA makes them). Off: the all-reduce pattern on 1x8; on: "
+        "sequence parallelism on 1x8; CP: a (batch, context, model) mesh "
+        "of 1x2x4 with sequence parallelism.",
         "",
-        "| model | batch x length | temporaries off / on (ratio) | "
-        "one score tensor a block | the rest off / on (ratio) | "
-        "link MB off / on (ratio) | collectives on |",
+        "| model | batch x length | temporaries off / on / CP (ratio to "
+        "off) | one score tensor a block, off | predicted activations off "
+        "/ on (ratio) | link MB off / on (ratio) | collectives on |",
         "|---|---|---|---:|---|---|---|",
     ]
+    meshes = {
+        "off": (((1, 8), ("batch", "model")), False),
+        "on": (((1, 8), ("batch", "model")), True),
+        "CP": (((1, 2, 4), ("batch", "context", "model")), True),
+    }
     for label, (class_name, config) in CONFIGS.items():
         for batch, length in SHAPES:
-            temps, links = {}, {}
-            for enabled in (False, True):
-                temps[enabled], links[enabled] = measure(
-                    class_name, config, batch, length, enabled
+            temps, links, predicted = {}, {}, {}
+            for name, (mesh_axes, enabled) in meshes.items():
+                temps[name], links[name], predicted[name] = measure(
+                    class_name, config, batch, length, enabled, mesh_axes
                 )
-            heads = config["num_query_heads"] // MESH[1]
+            heads = config["num_query_heads"] // 8
             scores = config["num_layers"] * batch * heads * length**2 * 4
-            # What sequence parallelism can split: the temporaries beyond
-            # the scores, off; and the same part, on.
-            rest = {k: v - scores for k, v in temps.items()}
-            total = {k: sum(v.values()) for k, v in links.items()}
+            total = {k: sum(links[k].values()) for k in ("off", "on")}
             kinds = ", ".join(
                 f"{kind} {value / 1e6:.0f}"
-                for kind, value in links[True].items()
+                for kind, value in links["on"].items()
                 if value
             )
             lines.append(
                 f"| {label} | {batch} x {length} | "
-                f"{temps[False] / MIB:,.0f} / {temps[True] / MIB:,.0f} MiB "
-                f"({temps[True] / temps[False]:.2f}) | "
-                f"{scores / MIB:,.0f} MiB | "
-                f"{rest[False] / MIB:,.0f} / {rest[True] / MIB:,.0f} MiB "
-                f"({rest[True] / rest[False]:.2f}) | "
-                f"{total[False] / 1e6:,.0f} / {total[True] / 1e6:,.0f} "
-                f"({total[True] / total[False]:.2f}) | {kinds} |"
+                + " / ".join(f"{temps[k] / MIB:,.0f}" for k in meshes)
+                + " MiB ("
+                + " / ".join(f"{temps[k] / temps['off']:.2f}" for k in meshes)
+                + f") | {scores / MIB:,.0f} MiB | "
+                f"{predicted['off'] / MIB:,.0f} / "
+                f"{predicted['on'] / MIB:,.0f} MiB "
+                f"({predicted['on'] / predicted['off']:.2f}) | "
+                f"{total['off'] / 1e6:,.0f} / {total['on'] / 1e6:,.0f} "
+                f"({total['on'] / total['off']:.2f}) | {kinds} |"
             )
             print(lines[-1], flush=True)
     lines += ["", NOTE]
