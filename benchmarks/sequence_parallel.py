@@ -1,19 +1,19 @@
-"""A training step with and without sequence parallelism, side by side.
+"""A training step at 8k tokens before and after issue 35, side by side.
 
 A Llama-like (32 query : 8 key/value heads) and a Gemma-like (8 : 1)
-decoder, two blocks each, on (1, 8) fake CPU devices: one training step
+decoder, two blocks each, on 8 fake CPU devices: one training step
 (`_sharded_configs.Step`: next-token loss and every gradient) at 8,192
-tokens, as 1 x 8,192 and 8 x 1,024, compiled with the plan's all-reduce
-pattern (`sequence_parallel=False`) and with the residual stream split over
-the sequence (`True`). Printed per device, each pair from one run:
+tokens, as 1 x 8,192 and 8 x 1,024, compiled four ways: `before` (1x8,
+the all-reduce pattern, scores materialized: `query_chunk_scope(None)`),
+`chunks` (1x8, attention in chunks of queries), `SP` (1x8, chunks and
+sequence parallelism) and `CP` (1x2x4 batch, context, model: chunks,
+sequence parallelism and context parallelism). Printed per device:
 
 - temporaries: XLA's `memory_analysis().temp_size_in_bytes` of the
   compiled step (the activations held for the backward pass and the
   transient buffers; weights and gradients are arguments and outputs);
-- the attention scores' share of it: `batch x heads / 8 x length^2`
-  float32, one tensor per block (XLA's CPU attention holds its softmax
-  for the backward pass; sequence parallelism does not change it, the
-  heads already split it);
+- the memory model's activations (`estimate_memory`: `activations` and
+  `attention_chunk`) for the same plans;
 - link bytes of the collectives, counted from the compiled HLO: ring
   algorithms over the 8 devices, an all-reduce `2 (m - 1) / m` of its
   bytes, an all-gather, reduce-scatter or all-to-all `(m - 1) / m` of the
@@ -21,7 +21,8 @@ the sequence (`True`). Printed per device, each pair from one run:
   each device keeps its slice (a `dynamic-slice` by `partition-id`, fused
   with what follows), which GPU and TPU XLA rewrite into a reduce-scatter.
   An all-reduced array whose every reader keeps a `1 / 8` slice indexed by
-  the partition id is counted as the reduce-scatter it becomes there.
+  the partition id is counted as the reduce-scatter it becomes there
+  (`before` and `SP` only: one axis of 8).
 
 Nothing here is timed. Run:
     python benchmarks/sequence_parallel.py
@@ -29,6 +30,7 @@ Nothing here is timed. Run:
 """
 
 import argparse
+import contextlib
 import math
 import os
 import re
@@ -68,16 +70,19 @@ CONFIGS = {
 }
 MIB = 2**20
 NOTE = """\
-Sequence parallelism turns each all-reduce of the residual stream into a
-reduce-scatter and an all-gather: the link bytes stay the same (0.98 of
-the all-reduce pattern's here). What it
-removes is the residual-width activations held whole on every device of the
-model axis; what it leaves is what the heads already split, above all the
-attention scores, which XLA's CPU attention keeps for the backward pass
-(`batch x heads / 8 x length^2` per block, several such tensors). So the
-temporaries fall most where the scores weigh least (8 x 1,024), and a
-fused attention that keeps no scores (cuDNN or Pallas flash attention on
-GPU and TPU) is what leaves the rest to sequence parallelism."""
+At 8,192 tokens in one sequence the attention scores outweigh every other
+activation: XLA's CPU attention keeps `batch x heads / 8 x length^2`
+floats per block for the backward pass. Attending in chunks of 1,024
+queries, each recomputed in the backward pass, keeps one chunk's scores
+at a time (`chunks`); sequence parallelism then splits the residual-width
+activations that every model-axis device held whole (`SP`): 0.12 and 0.24
+of before. At 8 x 1,024 no chunk applies (a sequence of one chunk) and
+sequence parallelism alone gives 0.61 and 0.47. The link bytes stay the
+all-reduce pattern's (0.98): each all-reduce becomes a reduce-scatter and
+an all-gather. With a context axis (`CP`, 1x2x4) the chunks split a
+sequence that is itself split over the context axis, and XLA gathers more
+around the chunk loop (1.3-1.9x `SP`'s temporaries at 8,192): the context
+axis pays off where the model axis cannot grow (few heads), not here."""
 # `%name = <shape> all-reduce(` and the instructions that read `%name`.
 _ALL_REDUCE = re.compile(
     r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*(.*?)\sall-reduce\("
@@ -146,12 +151,16 @@ def link_bytes(hlo_text, group):
     }
 
 
-def measure(class_name, config, batch, length, sequence_parallel, mesh_axes):
+def measure(
+    class_name, config, batch, length, sequence_parallel, mesh_axes, chunk
+):
     """`(temporaries, link bytes by kind or None, predicted activations)`
-    of one training step; link bytes on one model axis only."""
+    of one training step; link bytes on one model axis only. `chunk`:
+    `"default"`, or `None` to attend without query chunks."""
     import _sharded_configs as shared
     import keras
 
+    from keras_nlp.distribution.activations import query_chunk_scope
     from keras_nlp.distribution.memory import Workload
     from keras_nlp.distribution.memory import estimate_memory
 
@@ -167,14 +176,23 @@ def measure(class_name, config, batch, length, sequence_parallel, mesh_axes):
     step = shared.Step(backbone, distribution)
 
     def compile_step():
-        compiled = step.train.lower(*step.args).compile()
+        scope = contextlib.nullcontext()
+        if chunk is None:
+            scope = query_chunk_scope(None)
+        with scope:
+            compiled = step.train.lower(*step.args).compile()
         return compiled.memory_analysis(), compiled.as_text()
 
     analysis, text = step._traced(compile_step)
     links = link_bytes(text, shape[-1]) if len(shape) == 2 else None
-    predicted = estimate_memory(
-        layout_map.plan, Workload("train", batch, length)
-    ).categories["activations"]
+    scope = contextlib.nullcontext()
+    if chunk is None:
+        scope = query_chunk_scope(None)
+    with scope:
+        categories = estimate_memory(
+            layout_map.plan, Workload("train", batch, length)
+        ).categories
+    predicted = categories["activations"] + categories.get("attention_chunk", 0)
     return analysis.temp_size_in_bytes, links, predicted
 
 
@@ -184,48 +202,59 @@ def main():
     args = parser.parse_args()
     lines = [
         "One training step on 8 fake CPU devices, per device: XLA's "
-        "temporaries, the attention scores' share, the memory model's "
-        "activations, and the collectives' link bytes (reduce-scatters as "
-        "GPU/TPU XLA makes them). Off: the all-reduce pattern on 1x8; on: "
-        "sequence parallelism on 1x8; CP: a (batch, context, model) mesh "
-        "of 1x2x4 with sequence parallelism.",
+        "temporaries (activations and transient buffers), the memory "
+        "model's activations, and the collectives' link bytes "
+        "(reduce-scatters as GPU/TPU XLA makes them). Before: the "
+        "all-reduce pattern on 1x8, scores materialized (as before issue "
+        "35); chunks: queries attended in chunks of 1,024; SP: sequence "
+        "parallelism and chunks on 1x8; CP: a (batch, context, model) mesh "
+        "of 1x2x4 with both.",
         "",
-        "| model | batch x length | temporaries off / on / CP (ratio to "
-        "off) | one score tensor a block, off | predicted activations off "
-        "/ on (ratio) | link MB off / on (ratio) | collectives on |",
-        "|---|---|---|---:|---|---|---|",
+        "| model | batch x length | temporaries before / chunks / SP / CP "
+        "(ratio to before) | predicted activations, the same | "
+        "link MB before / SP (ratio) | collectives SP |",
+        "|---|---|---|---|---|---|",
     ]
-    meshes = {
-        "off": (((1, 8), ("batch", "model")), False),
-        "on": (((1, 8), ("batch", "model")), True),
-        "CP": (((1, 2, 4), ("batch", "context", "model")), True),
+    one_axis = ((1, 8), ("batch", "model"))
+    runs = {
+        "before": (one_axis, False, None),
+        "chunks": (one_axis, False, "default"),
+        "SP": (one_axis, True, "default"),
+        "CP": (((1, 2, 4), ("batch", "context", "model")), True, "default"),
     }
     for label, (class_name, config) in CONFIGS.items():
         for batch, length in SHAPES:
             temps, links, predicted = {}, {}, {}
-            for name, (mesh_axes, enabled) in meshes.items():
+            for name, (mesh_axes, enabled, chunk) in runs.items():
                 temps[name], links[name], predicted[name] = measure(
-                    class_name, config, batch, length, enabled, mesh_axes
+                    class_name,
+                    config,
+                    batch,
+                    length,
+                    enabled,
+                    mesh_axes,
+                    chunk,
                 )
-            heads = config["num_query_heads"] // 8
-            scores = config["num_layers"] * batch * heads * length**2 * 4
-            total = {k: sum(links[k].values()) for k in ("off", "on")}
+            total = {k: sum(links[k].values()) for k in ("before", "SP")}
             kinds = ", ".join(
                 f"{kind} {value / 1e6:.0f}"
-                for kind, value in links["on"].items()
+                for kind, value in links["SP"].items()
                 if value
             )
             lines.append(
                 f"| {label} | {batch} x {length} | "
-                + " / ".join(f"{temps[k] / MIB:,.0f}" for k in meshes)
+                + " / ".join(f"{temps[k] / MIB:,.0f}" for k in runs)
                 + " MiB ("
-                + " / ".join(f"{temps[k] / temps['off']:.2f}" for k in meshes)
-                + f") | {scores / MIB:,.0f} MiB | "
-                f"{predicted['off'] / MIB:,.0f} / "
-                f"{predicted['on'] / MIB:,.0f} MiB "
-                f"({predicted['on'] / predicted['off']:.2f}) | "
-                f"{total['off'] / 1e6:,.0f} / {total['on'] / 1e6:,.0f} "
-                f"({total['on'] / total['off']:.2f}) | {kinds} |"
+                + " / ".join(f"{temps[k] / temps['before']:.2f}" for k in runs)
+                + ") | "
+                + " / ".join(f"{predicted[k] / MIB:,.0f}" for k in runs)
+                + " MiB ("
+                + " / ".join(
+                    f"{predicted[k] / predicted['before']:.2f}" for k in runs
+                )
+                + ") | "
+                f"{total['before'] / 1e6:,.0f} / {total['SP'] / 1e6:,.0f} "
+                f"({total['SP'] / total['before']:.2f}) | {kinds} |"
             )
             print(lines[-1], flush=True)
     lines += ["", NOTE]

@@ -83,6 +83,62 @@ def current_sequence_length():
     return _CALL_SHAPE.get()[1]
 
 
+# Queries per chunk of attention on long sequences (see
+# `keras_nlp.layers.grouped_query_attention`): one chunk's scores at a
+# time instead of the whole quadratic matrix.
+QUERY_CHUNK = 1024
+_QUERY_CHUNK = contextvars.ContextVar("keras_nlp_query_chunk", default=None)
+
+
+@contextlib.contextmanager
+def query_chunk_scope(size):
+    """Attends in chunks of `size` queries (`None`: never chunk) inside.
+
+    The default chunks sequences longer than `QUERY_CHUNK` (a multiple of
+    it) on JAX; tests and benchmarks set other sizes, or `None` for the
+    materialized scores.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.distribution.activations import query_chunk_scope
+    from keras_nlp.layers import grouped_query_attention
+
+    query = np.random.rand(1, 8, 4, 16).astype("float32")
+    key = value = np.random.rand(1, 8, 2, 16).astype("float32")
+    with query_chunk_scope(2):
+        chunked = grouped_query_attention(query, key, value)
+    whole = grouped_query_attention(query, key, value)
+    bool(np.allclose(chunked, whole, atol=1e-6))  # True
+    ```
+    """
+    token = _QUERY_CHUNK.set(size if size is not None else 0)
+    try:
+        yield
+    finally:
+        _QUERY_CHUNK.reset(token)
+
+
+def query_chunk(query_len):
+    """The query chunk attention uses for `query_len` queries, or `None`
+    (the whole sequence at once): JAX only, a length longer than the chunk
+    and a multiple of it."""
+    import keras
+
+    size = _QUERY_CHUNK.get()
+    size = QUERY_CHUNK if size is None else size
+    if (
+        not size
+        or keras.config.backend() != "jax"
+        or not isinstance(query_len, int)
+        or query_len <= size
+        or query_len % size
+    ):
+        return None
+    return size
+
+
 _UNPINNED = contextvars.ContextVar("keras_nlp_unpinned", default=frozenset())
 
 

@@ -34,14 +34,18 @@ Activations are counted per token on each device (`t` = the batch split
 over the batch axes, times the sequence, split over the context axis when
 the plan has one) from the widths the plan gives each block's
 projections: `h` the residual stream (whole on every model device, or
-`h / model` per token under sequence parallelism), `a` the summed local outputs of its attention projections (query,
-key, value: their heads over the model axis when it divides them), `f` of
-its feed-forward ones (gate and up, or one; experts as
-`Workload.expert_compute` runs them), and `s` the local attention scores
+`h / model` per token under sequence parallelism), `a` the summed local
+outputs of its attention projections (query, key, value: their heads over
+the model axis when it divides them), `f` of its feed-forward ones (gate
+and up, or one; experts as `Workload.expert_compute` runs them), and `s`
+the local attention scores
 (`batch x local query heads x local sequence x keys`: the score matrix is
 materialized, as XLA does without a fused attention kernel; a
 flash-attention kernel keeps none of it; where a head is split inside,
-every device scores every head). A block keeps
+every device scores every head). Sequences that attention takes in
+chunks of queries (`activations.query_chunk`) keep no scores: one
+chunk's, recomputed in the backward pass, is counted once
+(`attention_chunk`). A block keeps
 
     c_res * t * h + c_attn * t * a + c_ffw * t * f + c_score * s
 
@@ -71,6 +75,7 @@ and checked there.
 import dataclasses
 import math
 
+from keras_nlp.distribution.activations import query_chunk
 from keras_nlp.distribution.formatting import format_bytes
 from keras_nlp.distribution.kv_cache import cache_bytes_per_device
 from keras_nlp.distribution.layout_plan import dtype_itemsize
@@ -595,6 +600,9 @@ def _training(plan, workload, basis):
     length = workload.sequence_length
     local_length, residual_shards = sequence_shards(plan, length)
     tokens = basis.batch_local * local_length
+    # Long sequences attend in chunks of queries, each recomputed for the
+    # backward pass: one chunk's scores at a time, none kept per block.
+    chunk = query_chunk(length)
     per_block = [
         _block_elements(
             block,
@@ -603,6 +611,7 @@ def _training(plan, workload, basis):
             local_length,
             keys=length,
             residual_shards=residual_shards,
+            queries=0 if chunk else None,
         )
         for block in basis.blocks
     ]
@@ -628,6 +637,15 @@ def _training(plan, workload, basis):
         )
     else:
         categories["activations"] = sum(per_block) * basis.compute_size
+    if chunk:
+        categories["attention_chunk"] = (
+            ACTIVATION_FACTORS.scores
+            * max(
+                basis.batch_local * block.query_heads * chunk * length
+                for block in basis.blocks
+            )
+            * basis.compute_size
+        )
     # The loss takes the whole vocabulary on every device: XLA gathers
     # the logits' vocabulary shards for the softmax cross-entropy.
     categories["logits_and_loss"] = (
@@ -669,8 +687,10 @@ def _block_elements(
     keys=None,
     factors=ACTIVATION_FACTORS,
     residual_shards=1,
+    queries=None,
 ):
-    scores = batch_local * block.query_heads * length * (keys or length)
+    queries = length if queries is None else queries
+    scores = batch_local * block.query_heads * queries * (keys or length)
     return (
         tokens * factors.residual * block.hidden / residual_shards
         + tokens * factors.attention * block.attention

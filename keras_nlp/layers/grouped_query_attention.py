@@ -1,7 +1,19 @@
-"""Attention over shared key/value heads (multi-head, grouped, multi-query)."""
+"""Attention over shared key/value heads (multi-head, grouped, multi-query).
+
+Long sequences are attended in chunks of queries on JAX: without a fused
+kernel XLA materializes the `(batch, heads, queries, keys)` scores and
+keeps them for the backward pass, quadratic in the length (at 8k tokens
+they outweigh every other activation). Chunks of `QUERY_CHUNK` queries
+(`keras_nlp.distribution.activations`) run in a scan, each recomputed in
+the backward pass (`keras.remat`), so only one chunk's scores exist at a
+time. Every query still sees every key
+(masks, biases, soft caps and sinks per chunk), so the result is the same.
+"""
 
 import keras
 from keras import ops
+
+from keras_nlp.distribution.activations import query_chunk
 
 # Fill value for masked logits; exp() of it underflows to exactly zero.
 _MASKED_LOGIT = -1e9
@@ -23,7 +35,9 @@ def grouped_query_attention(
     Each key/value head serves `N // K` consecutive query heads. Without a
     soft cap, dropout or sinks this is `keras.ops.dot_product_attention`
     (fused kernels where the backend has them); otherwise logits are
-    computed explicitly and the softmax runs in float32.
+    computed explicitly and the softmax runs in float32. On JAX, more than
+    `QUERY_CHUNK` queries (a multiple of it) are attended in chunks (see
+    the module docstring), unless dropout is active.
 
     Args:
         query: `(batch, query_len, N, head_dim)`, already scaled.
@@ -60,6 +74,84 @@ def grouped_query_attention(
     ```
     """
     use_dropout = bool(training) and probabilities_dropout is not None
+    chunk = None if use_dropout else query_chunk(query.shape[1])
+    if chunk is not None:
+        return _attend_in_chunks(
+            query, key, value, mask, bias, chunk, logit_soft_cap, sinks
+        )
+    return _attend(
+        query,
+        key,
+        value,
+        mask,
+        logit_soft_cap,
+        probabilities_dropout if use_dropout else None,
+        training,
+        bias,
+        sinks,
+    )
+
+
+def _attend_in_chunks(query, key, value, mask, bias, chunk, cap, sinks):
+    """`_attend` over chunks of `chunk` queries, one chunk's scores at a
+    time, each recomputed for the backward pass."""
+    length = query.shape[1]
+    count = length // chunk
+
+    def split(x, axis):
+        # (..., length, ...) -> (count, ..., chunk, ...)
+        shape = list(ops.shape(x))
+        shape[axis : axis + 1] = [count, chunk]
+        return ops.moveaxis(ops.reshape(x, shape), axis, 0)
+
+    pieces = {"query": split(query, 1)}
+    if mask is not None:
+        pieces["mask"] = split(mask, 1)
+    if bias is not None:
+        bias_shape = ops.shape(bias)
+        if bias_shape[2] == 1:
+            bias = ops.broadcast_to(
+                bias, (*bias_shape[:2], length, bias_shape[3])
+            )
+        pieces["bias"] = split(bias, 2)
+
+    @keras.remat
+    def attend_chunk(piece):
+        return _attend(
+            piece["query"],
+            key,
+            value,
+            piece.get("mask"),
+            cap,
+            None,
+            False,
+            piece.get("bias"),
+            sinks,
+        )
+
+    def step(carry, piece):
+        return carry, attend_chunk(piece)
+
+    _, outputs = ops.scan(step, ops.zeros(()), pieces)
+    # (count, batch, chunk, N, head_dim) -> (batch, length, N, head_dim)
+    outputs = ops.moveaxis(outputs, 0, 1)
+    shape = ops.shape(outputs)
+    return ops.reshape(outputs, (shape[0], length, *shape[3:]))
+
+
+def _attend(
+    query,
+    key,
+    value,
+    mask,
+    logit_soft_cap,
+    probabilities_dropout,
+    training,
+    bias,
+    sinks,
+):
+    """Attention of the whole query sequence at once."""
+    use_dropout = probabilities_dropout is not None
     if logit_soft_cap is None and not use_dropout and sinks is None:
         num_query_heads, num_kv_heads = query.shape[2], key.shape[2]
         if (

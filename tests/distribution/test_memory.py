@@ -127,6 +127,27 @@ def test_sequence_and_context_parallel_split_the_activations():
         assert math.isclose(halved[name], whole.categories[name] / 2)
 
 
+def test_query_chunks_keep_one_chunk_of_scores():
+    from keras_nlp.distribution.activations import query_chunk_scope
+    from keras_nlp.distribution.memory import ACTIVATION_FACTORS
+
+    plan = plan_on({"batch": 1, "model": 8})
+    long = Workload("train", batch_size=1, sequence_length=2048)
+    chunked = estimate_memory(plan, long).categories
+    with query_chunk_scope(None):
+        whole = estimate_memory(plan, long).categories
+    # 8 query heads, one per device: the scores of 2 blocks kept whole,
+    # or one chunk of 1,024 queries at a time.
+    scores = ACTIVATION_FACTORS.scores * 2048 * 2048 * 4
+    assert math.isclose(
+        whole["activations"] - chunked["activations"], 2 * scores
+    )
+    assert math.isclose(chunked["attention_chunk"], scores / 2)
+    assert "attention_chunk" not in whole
+    # 256 tokens are attended whole.
+    assert "attention_chunk" not in estimate_memory(plan, TRAIN).categories
+
+
 OPTIMIZERS = {
     "adamw": keras.optimizers.AdamW,
     "sgd": keras.optimizers.SGD,

@@ -368,3 +368,68 @@ def test_cache_update_index_without_cache_is_an_error():
     layer = CachedGroupedQueryAttention(4, 2)
     with pytest.raises(ValueError, match="only meaningful with a `cache`"):
         layer(make_inputs(), cache_update_index=3)
+
+
+# Query chunks: every option the attention takes, outputs and gradients
+# equal to the whole-sequence attention's.
+CHUNK_OPTIONS = {
+    "plain": {},
+    "causal_mask": {"mask": "causal"},
+    "alibi_bias": {"mask": "causal", "bias": True},
+    "soft_cap": {"mask": "causal", "logit_soft_cap": 5.0},
+    "sinks": {"mask": "causal", "sinks": True},
+}
+
+
+@pytest.mark.parametrize("option", sorted(CHUNK_OPTIONS))
+def test_query_chunks_equal_whole_attention(option):
+    if keras.backend.backend() != "jax":
+        pytest.skip("attention is chunked on JAX only")
+    import jax
+
+    from keras_nlp.distribution.activations import query_chunk
+    from keras_nlp.distribution.activations import query_chunk_scope
+    from keras_nlp.layers import grouped_query_attention
+
+    rng = np.random.default_rng(0)
+    query = rng.normal(size=(2, 8, 4, 16)).astype("float32")
+    key = rng.normal(size=(2, 8, 2, 16)).astype("float32")
+    value = rng.normal(size=(2, 8, 2, 16)).astype("float32")
+    arguments = dict(CHUNK_OPTIONS[option])
+    if arguments.get("mask"):
+        mask = np.tril(np.ones((8, 8), bool))[None].repeat(2, 0)
+        mask[0, :, :3] = False  # a left-padded row
+        arguments["mask"] = mask
+    if arguments.get("bias"):
+        arguments["bias"] = rng.normal(size=(1, 4, 8, 8)).astype("float32")
+    if arguments.get("sinks"):
+        arguments["sinks"] = rng.normal(size=(4,)).astype("float32")
+
+    def loss(query, key, value, chunk):
+        with query_chunk_scope(chunk):
+            outputs = grouped_query_attention(query, key, value, **arguments)
+        return jax.numpy.sum(jax.numpy.asarray(outputs) ** 2), outputs
+
+    with query_chunk_scope(2):
+        assert query_chunk(8) == 2
+    results = {}
+    for chunk in (2, None):
+        grad = jax.jit(
+            jax.value_and_grad(
+                lambda q, k, v, chunk=chunk: loss(q, k, v, chunk),
+                argnums=(0, 1, 2),
+                has_aux=True,
+            )
+        )
+        (_, outputs), grads = grad(query, key, value)
+        results[chunk] = (np.asarray(outputs), [np.asarray(g) for g in grads])
+    np.testing.assert_allclose(results[2][0], results[None][0], atol=1e-5)
+    for chunked, whole in zip(results[2][1], results[None][1], strict=True):
+        np.testing.assert_allclose(chunked, whole, atol=1e-4)
+    # The chunked program scans: one chunk's scores at a time.
+    text = (
+        jax.jit(lambda q, k, v: loss(q, k, v, 2)[0])
+        .lower(query, key, value)
+        .as_text()
+    )
+    assert "while" in text
