@@ -559,9 +559,13 @@ class _Basis:
         variable_size, compute_size = _dtypes(plan, workload)
         batch = workload.batch_size
         vocabulary, vocabulary_local = _vocabulary_shards(plan)
+        chunk = query_chunk(workload.sequence_length)
         notes = [
             "attention scores are counted materialized (no fused attention "
             "kernel)"
+            if chunk is None
+            else f"attention takes {chunk} queries at a time: one chunk's "
+            "scores are counted, recomputed in the backward pass"
         ]
         dropouts = {
             key: value
