@@ -28,12 +28,19 @@ device. The input of each row-parallel projection is pinned too (whole
 sequence, its heads or width on the model axis), so that backward XLA
 gathers the output gradient rather than the kernel.
 
+With a context axis (context parallelism), every pinned activation's
+sequence is split over it as well (before the model axis), and each
+attention's keys and values are pinned whole over it (`<attention
+path>/keys`): every device's queries attend to every position, an
+all-gather of the keys and values, so masks of any kind stay exact.
+
 The batch dimension goes on the batch axes (data, and fsdp if any) when
 they divide the batch of the call being traced (`Backbone.call` tells the
 map), else it is left to XLA (`PartitionSpec.UNCONSTRAINED`): a layout
 never needs a batch size that the batch axes divide. The sequence goes on
-the model axis only when it divides the traced sequence length, else it
-stays whole (a decoding step's one token). These layouts are
+the context and model axes only as far as they divide the traced sequence
+length, else it stays whole (a decoding step's one token). These layouts
+are
 Keras `LayoutMap` entries
 for layer outputs (`<layer path>/output`), which Keras applies as sharding
 constraints while tracing. Everything here is decided from the abstract

@@ -32,6 +32,11 @@ from keras_nlp.distribution.shapes import abstract_build
 
 _CACHE = {}
 _CACHE_SIZE = 64
+# Why a backbone's sequence cannot be split (`sequence_splittable`).
+_NOT_ONE_SEQUENCE = (
+    "its residual stream is not one sequence as long as its token ids "
+    "(image tokens join it, or its encoder and decoder differ in length)"
+)
 
 
 def backbone_variables(backbone_cls, config):
@@ -134,14 +139,12 @@ def _context_axes(backbone_cls, request):
     """The context axis, as a tuple, checked against the class."""
     if request.context_axis is None:
         return ()
-    if not backbone_cls.sequence_parallel_supported:
+    if not backbone_cls.sequence_splittable:
         raise ValueError(
             f"{backbone_cls.__name__} cannot split its sequence over the "
-            f"context axis {request.context_axis!r}: its residual stream is "
-            "not as long as its token ids (image tokens join it, or an "
-            "encoder and a decoder differ in length). Use a mesh without a "
-            "'context' axis, or pass context_parallel_dim_name to a decoder "
-            "or encoder backbone."
+            f"context axis {request.context_axis!r}: {_NOT_ONE_SEQUENCE}. "
+            "Use a mesh without a 'context' axis, or pass "
+            "context_parallel_dim_name to a decoder or encoder backbone."
         )
     return (request.context_axis,)
 
@@ -180,7 +183,7 @@ def _plan_activations(backbone_cls, config, layers, plan, request):
     activations = plan_activations(layers, plan.weights, **arguments)
     row_parallel = sum(a.reason.startswith("row-parallel") for a in activations)
     residual_bytes = 0
-    if hidden_dim and backbone_cls.sequence_parallel_supported:
+    if hidden_dim and backbone_cls.sequence_splittable:
         dtype = keras.dtype_policies.get(config.get("dtype")).compute_dtype
         residual_bytes = hidden_dim * dtype_itemsize(dtype)
     else:
@@ -192,17 +195,16 @@ def _plan_activations(backbone_cls, config, layers, plan, request):
         row_parallel=row_parallel,
         residual_bytes_per_token=residual_bytes,
     )
-    if not backbone_cls.sequence_parallel_supported:
+    if not backbone_cls.sequence_splittable:
         reason = (
-            f"off: {backbone_cls.__name__}'s residual stream is not as long "
-            "as its token ids (image tokens join it), so its sequence "
-            "length is unknown when the layouts apply"
+            f"off: {backbone_cls.__name__}: {_NOT_ONE_SEQUENCE}, so the "
+            "length to split is unknown when the layouts apply"
         )
         if request.sequence_parallel is True:
             raise ValueError(
                 f"sequence_parallel=True cannot apply to "
-                f"{backbone_cls.__name__}: its residual stream is longer "
-                "than its token ids. Pass sequence_parallel='auto' or False."
+                f"{backbone_cls.__name__}: {_NOT_ONE_SEQUENCE}. Pass "
+                "sequence_parallel='auto' or False."
             )
     if enabled:
         activations = plan_activations(

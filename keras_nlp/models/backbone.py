@@ -155,9 +155,10 @@ class Backbone(
 
     # === Config ===
 
-    # Whether the residual stream is as long as `token_ids`, so sequence
-    # parallelism knows the length it splits (not where image tokens join).
-    sequence_parallel_supported = True
+    # Whether the residual stream is one sequence as long as `token_ids`, so
+    # sequence and context parallelism know the length they split (not
+    # where image tokens join it, nor an encoder-decoder's two lengths).
+    sequence_splittable = True
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         # The layout map pins activations' batch dimension to the batch

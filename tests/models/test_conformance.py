@@ -108,7 +108,7 @@ LONG_CONTEXT_DECODERS = [
     case
     for case in PRESET_CASES
     if TINY_CONFIGS[case[0]].kind == DECODER
-    and backbone_class(case[0]).sequence_parallel_supported
+    and backbone_class(case[0]).sequence_splittable
 ]
 # (case, mesh shape, axis names or None for (batch, model), sequence
 # parallel).

@@ -71,9 +71,9 @@ class BartBackbone(Backbone):
     ```
     """
 
-    # Sequence parallelism needs one length, that of `token_ids`: here
+    # Sequence and context parallelism split one length, `token_ids`: here
     # encoder and decoder sequences differ in length.
-    sequence_parallel_supported = False
+    sequence_splittable = False
 
     presets = BART_PRESETS
 

@@ -243,9 +243,9 @@ class PaliGemmaBackbone(Backbone):
     ```
     """
 
-    # Sequence parallelism needs one length, that of `token_ids`: here
+    # Sequence and context parallelism split one length, `token_ids`: here
     # image patches prefix the text in the residual stream.
-    sequence_parallel_supported = False
+    sequence_splittable = False
 
     presets = PALI_GEMMA_PRESETS
     # keras-hub's default LoRA targets: the decoder's and the ViT's.

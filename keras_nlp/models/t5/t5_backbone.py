@@ -126,9 +126,9 @@ class T5Backbone(Backbone):
     ```
     """
 
-    # Sequence parallelism needs one length, that of `token_ids`: here
+    # Sequence and context parallelism split one length, `token_ids`: here
     # encoder and decoder sequences differ in length.
-    sequence_parallel_supported = False
+    sequence_splittable = False
 
     presets = T5_PRESETS
     lora_target_names = ("query_projector", "value_projector")
