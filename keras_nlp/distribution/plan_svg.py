@@ -116,6 +116,7 @@ def render_plan_svg(plan, rows, title):
     )
     notes = [
         _totals(plan),
+        *_sequence_notes(plan),
         "One square per device, the mesh's first axis down "
         f"({' x '.join(mesh.axis_names)}).",
         "Squares of one color hold the same piece of the weight; gray: the "
@@ -215,3 +216,35 @@ def _totals(plan):
         f"{format_bytes(plan.ideal_bytes_per_device)} (ratio "
         f"{plan.memory_ratio:.3f}); {len(plan.fallbacks)} fallback(s)"
     )
+
+
+def _sequence_notes(plan):
+    """How the plan splits sequences: activations and caches, if at all."""
+    axes = [a for a in (plan.context_axis,) if a]
+    if plan.sequence_parallel[0]:
+        axes.append(plan.model_axis)
+    if not axes:
+        return []
+    notes = [
+        "Sequence: the residual stream split over "
+        + ", ".join(f"'{a}'" for a in axes)
+        + (
+            " (sequence parallel on the model axis)"
+            if plan.sequence_parallel[0]
+            else ""
+        )
+        + (
+            f"; keys and values gathered over '{plan.context_axis}'"
+            if plan.context_axis
+            else ""
+        )
+        + "."
+    ]
+    lengths = sorted({c.length_axes for c in plan.kv_caches if c.length_axes})
+    if lengths:
+        notes.append(
+            "KV caches: length split over "
+            + " or ".join(", ".join(f"'{a}'" for a in axes) for axes in lengths)
+            + "."
+        )
+    return notes

@@ -72,6 +72,28 @@ def test_one_row_per_weight_kind_with_a_square_per_device(gemma_svg):
             )
 
 
+def test_sequence_layouts_are_noted():
+    from keras_nlp.distribution.plan_svg import render_plan_svg
+
+    mesh = MeshShape((1, 2, 4), ("batch", "context", "model"))
+    plan = GemmaBackbone.plan_layout(
+        mesh, preset="gemma_2b_en", sequence_parallel=True
+    )
+    text = render_plan_svg(plan, plan.grouped_rows()[:1], "gemma")
+    assert (
+        "Sequence: the residual stream split over 'context', 'model' "
+        "(sequence parallel on the model axis); keys and values gathered "
+        "over 'context'." in text
+    )
+    assert "KV caches: length split over 'context', 'model'." in text
+    plain = GemmaBackbone.plan_layout(
+        {"batch": 2, "model": 4}, preset="gemma_2b_en"
+    )
+    assert "Sequence:" not in render_plan_svg(
+        plain, plain.grouped_rows()[:1], "gemma"
+    )
+
+
 def browser():
     for name in BROWSERS:
         found = shutil.which(name)
