@@ -98,11 +98,14 @@ def _attend_in_chunks(query, key, value, mask, bias, chunk, cap, sinks):
     length = query.shape[1]
     count = length // chunk
 
+    # Chunk i holds queries i, i + count, i + 2 count, ...: each spans the
+    # whole sequence, so a sequence split over devices (a context axis)
+    # splits every chunk the same way and no chunk moves between devices.
     def split(x, axis):
         # (..., length, ...) -> (count, ..., chunk, ...)
         shape = list(ops.shape(x))
-        shape[axis : axis + 1] = [count, chunk]
-        return ops.moveaxis(ops.reshape(x, shape), axis, 0)
+        shape[axis : axis + 1] = [chunk, count]
+        return ops.moveaxis(ops.reshape(x, shape), axis + 1, 0)
 
     pieces = {"query": split(query, 1)}
     if mask is not None:
@@ -134,7 +137,7 @@ def _attend_in_chunks(query, key, value, mask, bias, chunk, cap, sinks):
 
     _, outputs = ops.scan(step, ops.zeros(()), pieces)
     # (count, batch, chunk, N, head_dim) -> (batch, length, N, head_dim)
-    outputs = ops.moveaxis(outputs, 0, 1)
+    outputs = ops.moveaxis(outputs, 0, 2)
     shape = ops.shape(outputs)
     return ops.reshape(outputs, (shape[0], length, *shape[3:]))
 

@@ -22,9 +22,9 @@ one list of meshes, so that enrolling a class there runs it through all of:
    outputs equal to the unsharded quantized model's;
 10. for decoders: sequence parallelism (the residual stream split over
    the sequence on the model axis) on (1, 8) and (2, 4), and context
-   parallelism on (batch, context, model) and four-axis meshes: outputs
-   and gradients equal to the unsharded model's, the split seen while
-   tracing.
+   parallelism on (batch, context, model) and four-axis meshes (attention
+   in chunks of queries there): outputs and gradients equal to the
+   unsharded model's, the split seen while tracing.
 
 Built models come from the zoo (tests/models/zoo.py), built once per
 worker: one unsharded reference (its weights, inputs and outputs) per
@@ -44,6 +44,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_nlp.distribution.activations import query_chunk_scope
 from keras_nlp.models import Backbone
 from tests.models.backbone_checks import assert_gradients_close
 from tests.models.backbone_checks import assert_outputs_close
@@ -626,7 +627,10 @@ def test_long_context_equals_unsharded(
         return layout
 
     monkeypatch.setattr(layout_map_module, "_activation_layout", spy)
-    with distribution.scope():
+    # On meshes with a context axis, attention also runs in chunks of 4
+    # queries (16 / 4: every chunk split over 'context' too).
+    chunks = query_chunk_scope(4 if axis_names else None)
+    with distribution.scope(), chunks:
         outputs = forward(backbone, inputs)
         actual_gradients = gradients(backbone, inputs)
     assert applied == expected_axes, applied
