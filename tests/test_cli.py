@@ -101,6 +101,27 @@ def test_custom_axis_names_and_no_data_axis(capsys):
     assert plan["mesh"] == {"fsdp": 2, "tensor": 4}
 
 
+def test_context_axis_and_sequence_parallel(capsys):
+    plan = run_json(
+        capsys,
+        "gemma_2b_en",
+        "--mesh",
+        "1x2x4",
+        "--axis-names",
+        "batch,seq,model",
+        "--context-axis",
+        "seq",
+        "--sequence-parallel",
+        "on",
+    )
+    assert plan["context_axis"] == "seq"
+    assert plan["sequence_parallel"]["enabled"] is True
+    residual = plan["activations"][0]
+    assert residual["path"] == "token_embedding/output"
+    assert residual["sequence_axes"] == ["seq", "model"]
+    assert plan["kv_caches"][0]["length_axes"] == ["seq", "model"]
+
+
 def test_table_output_folds_blocks_and_prints_totals(capsys, monkeypatch):
     monkeypatch.delenv("COLUMNS", raising=False)
     assert main(["plan", "gemma_2b_en", "--mesh", "1x2"]) == 0
