@@ -281,50 +281,46 @@ def _check_role_axes(mesh, model_axis, data_axis, expert_axis):
 
 def _check_fsdp_axis(request):
     """Raises unless the fsdp axis (or `None`) is a mesh axis of its own."""
-    fsdp_axis = request.fsdp_axis
-    if fsdp_axis is None:
-        return
-    names = list(request.mesh.axis_names)
-    if fsdp_axis not in names:
-        raise ValueError(
-            f"fsdp_dim_name={fsdp_axis!r} is not an axis of the device mesh. "
-            f"The mesh's axis names are {names} (or pass fsdp_dim_name=None "
-            "to shard weights FSDP-style over the data axis)."
-        )
-    for role, axis in (
-        ("model_parallel_dim_name", request.model_axis),
-        ("data_parallel_dim_name", request.data_axis),
-        ("expert_parallel_dim_name", request.expert_axis),
-    ):
-        if fsdp_axis == axis:
-            raise ValueError(
-                f"fsdp_dim_name and {role} must name different mesh axes; "
-                f"both are {fsdp_axis!r}. The mesh's axis names are {names}."
-            )
+    _check_own_axis(
+        request,
+        "fsdp_dim_name",
+        request.fsdp_axis,
+        "to shard weights FSDP-style over the data axis",
+    )
 
 
 def _check_context_axis(request):
     """Raises unless the context axis (or `None`) is a mesh axis of its
     own."""
-    axis = request.context_axis
+    _check_own_axis(
+        request,
+        "context_parallel_dim_name",
+        request.context_axis,
+        "for no context parallelism",
+    )
+
+
+def _check_own_axis(request, argument, axis, without):
+    """Raises unless `axis` (`argument`'s, or `None`) is a mesh axis no
+    other role names; `without` says what `None` would mean."""
     if axis is None:
         return
     names = list(request.mesh.axis_names)
     if axis not in names:
         raise ValueError(
-            f"context_parallel_dim_name={axis!r} is not an axis of the device "
-            f"mesh. The mesh's axis names are {names} (or pass "
-            "context_parallel_dim_name=None for no context parallelism)."
+            f"{argument}={axis!r} is not an axis of the device mesh. The "
+            f"mesh's axis names are {names} (or pass {argument}=None "
+            f"{without})."
         )
     for role, other in (
         ("model_parallel_dim_name", request.model_axis),
         ("data_parallel_dim_name", request.data_axis),
         ("expert_parallel_dim_name", request.expert_axis),
         ("fsdp_dim_name", request.fsdp_axis),
+        ("context_parallel_dim_name", request.context_axis),
     ):
-        if axis == other:
+        if role != argument and axis == other:
             raise ValueError(
-                f"context_parallel_dim_name and {role} must name different "
-                f"mesh axes; both are {axis!r}. The mesh's axis names are "
-                f"{names}."
+                f"{argument} and {role} must name different mesh axes; both "
+                f"are {axis!r}. The mesh's axis names are {names}."
             )
