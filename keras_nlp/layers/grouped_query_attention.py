@@ -6,8 +6,8 @@ keeps them for the backward pass, quadratic in the length (at 8k tokens
 they outweigh every other activation). Chunks of `QUERY_CHUNK` queries
 (`keras_nlp.distribution.activations`) run in a scan, each recomputed in
 the backward pass (`keras.remat`), so only one chunk's scores exist at a
-time. Every query still sees every key
-(masks, biases, soft caps and sinks per chunk), so the result is the same.
+time. Every query still sees every key (masks, biases, soft caps and sinks
+per chunk), so the result is the same.
 """
 
 import keras
