@@ -160,6 +160,9 @@ COUNTS = {
         "roberta_base_en": (124_052_736, "c66637f7"),
         "roberta_large_en": (354_307_072, "013d78b0"),
     },
+    "SmolLM3Backbone": {
+        "smollm3_3b_en": (3_075_098_624, "85813b34"),
+    },
     "T5Backbone": {
         "t5_small_multi": (60_506_624, "7fc754f1"),
         "t5_base_multi": (222_903_552, "f4bad22f"),

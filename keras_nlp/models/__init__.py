@@ -28,6 +28,7 @@ from keras_nlp.models.family_causal_lms import Qwen3CausalLM
 from keras_nlp.models.family_causal_lms import Qwen3MoeCausalLM
 from keras_nlp.models.family_causal_lms import QwenCausalLM
 from keras_nlp.models.family_causal_lms import QwenMoeCausalLM
+from keras_nlp.models.family_causal_lms import SmolLM3CausalLM
 from keras_nlp.models.family_masked_lms import AlbertMaskedLM
 from keras_nlp.models.family_masked_lms import BertMaskedLM
 from keras_nlp.models.family_masked_lms import DebertaV3MaskedLM
@@ -75,6 +76,7 @@ from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
 from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
 from keras_nlp.models.seq2seq_lm import Seq2SeqLM
+from keras_nlp.models.smollm3.smollm3_backbone import SmolLM3Backbone
 from keras_nlp.models.t5.t5_backbone import T5Backbone
 from keras_nlp.models.text_classifier import TextClassifier
 from keras_nlp.models.whisper.whisper_backbone import WhisperBackbone
@@ -131,6 +133,8 @@ __all__ = [
     "QwenMoeCausalLM",
     "RobertaBackbone",
     "Seq2SeqLM",
+    "SmolLM3Backbone",
+    "SmolLM3CausalLM",
     "T5Backbone",
     "T5Seq2SeqLM",
     "WhisperAudioToText",

@@ -36,6 +36,7 @@ from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
 from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
+from keras_nlp.models.smollm3.smollm3_backbone import SmolLM3Backbone
 
 _DOCSTRING = """\
 A `{backbone}` and its head: next-token logits and `generate`.
@@ -331,3 +332,25 @@ class Qwen3MoeCausalLM(CausalLM):
 )
 class QwenMoeCausalLM(CausalLM):
     backbone_cls = QwenMoeBackbone
+
+
+@_family_causal_lm(
+    _TIED,
+    dict(
+        _SMALL,
+        intermediate_dim=48,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        attention_bias=False,
+        attention_dropout=0.0,
+        rope_layer_enabled_list=[True, False],
+        layer_types=["full_attention"] * 2,
+        mlp_bias=False,
+        layer_norm_epsilon=1e-6,
+        max_position_embeddings=128,
+        rope_theta=10000.0,
+        partial_rotary_factor=1.0,
+    ),
+)
+class SmolLM3CausalLM(CausalLM):
+    backbone_cls = SmolLM3Backbone

@@ -22,6 +22,7 @@ import keras
 import numpy as np
 
 from tests.models.backbone_checks import random_inputs
+from tests.models.backbone_checks import unit_scale_value
 from tests.models.backbone_checks import vocabulary_of
 
 
@@ -1147,6 +1148,65 @@ _QWEN_MOE = dict(
     moe_intermediate_dim=12,
     router_aux_loss_coefficient=0.05,
 )
+
+
+def _smollm3(heads, key_value_heads, rope, **options):
+    """A SmolLM3 config: `rope[i]` says whether layer `i` has RoPE."""
+    return (
+        dict(
+            vocabulary_size=100,
+            hidden_dim=32,
+            intermediate_dim=48,
+            num_layers=len(rope),
+            num_attention_heads=heads,
+            num_key_value_heads=key_value_heads,
+            attention_bias=False,
+            attention_dropout=0.0,
+            rope_layer_enabled_list=list(rope),
+            layer_types=["full_attention"] * len(rope),
+            mlp_bias=False,
+            layer_norm_epsilon=1e-6,
+            max_position_embeddings=128,
+            rope_theta=10000.0,
+            partial_rotary_factor=1.0,
+        )
+        | options
+    )
+
+
+def _smollm3_weights_as_ours(oracle):
+    """keras-hub's SmolLM3 given our weights: its query, key and value
+    kernels (and biases) are ours with the heads flattened; its output
+    projections are created outside their blocks' name scopes (every
+    block's path is `o_proj/kernel`), so each is drawn by our path; its
+    RoPE frequencies (`rotary_emb/inv_freq`, a variable that
+    `assign_unit_scale` overwrote) are set back to RoPE's."""
+    for index, block in enumerate(oracle.transformer_layers):
+        attention = block.self_attn
+        head_dim = attention.head_dim
+        prefix = f"transformer_layer_{index}/self_attn/"
+        for name, count in (
+            ("q_proj", attention.num_attention_heads),
+            ("k_proj", attention.num_key_value_heads),
+            ("v_proj", attention.num_key_value_heads),
+        ):
+            dense = getattr(attention, name)
+            shapes = {"kernel": (dense.kernel.shape[0], count, head_dim)}
+            if dense.bias is not None:
+                shapes["bias"] = (count, head_dim)
+            for weight, shape in shapes.items():
+                value = unit_scale_value(f"{prefix}{name}/{weight}", shape)
+                variable = getattr(dense, weight)
+                variable.assign(value.reshape(variable.shape))
+        output = attention.o_proj.kernel
+        output.assign(
+            unit_scale_value(f"{prefix}o_proj/kernel", tuple(output.shape))
+        )
+        rope = attention.rotary_embedding
+        exponents = np.arange(0, head_dim, 2, dtype="float32") / head_dim
+        rope.inv_freq.assign(1.0 / rope.rope_theta**exponents)
+
+
 _GEMMA = dict(
     vocabulary_size=64,
     num_layers=2,
@@ -1779,8 +1839,42 @@ DECODER_CASES = [
         positions="all",
         oracle_fix=_gemma_query_scale,
     ),
+    # Layers without RoPE: the second of two, every fourth as in
+    # smollm3_3b_en (with biases and another base), or none at all.
+    *_rows(
+        "smollm3",
+        "SmolLM3Backbone",
+        {},
+        [
+            ("gqa_4_2-rope_off_1", _smollm3(4, 2, (True, False))),
+            (
+                "gqa_16_4-rope_off_3-biases",
+                _smollm3(
+                    16,
+                    4,
+                    (True, True, True, False),
+                    hidden_dim=64,
+                    attention_bias=True,
+                    mlp_bias=True,
+                    rope_theta=500.0,
+                    layer_norm_epsilon=1e-4,
+                ),
+            ),
+            ("mqa_4_1-no_rope", _smollm3(4, 1, (False, False))),
+        ],
+        live="gqa_4_2-rope_off_1",
+        logits=("gqa_4_2-rope_off_1",),
+        inputs=_tokens(14),
+        oracle_fix=_smollm3_weights_as_ours,
+    ),
 ]
 DECODER_MISTAKES = [
+    # A layer without RoPE must not rotate.
+    Mistake(
+        "smollm3-gqa_4_2-rope_off_1",
+        "rope_in_every_layer",
+        config=dict(rope_layer_enabled_list=[True, True]),
+    ),
     # RoPE's wavelength is what positions the queries and keys.
     Mistake(
         "llama-gqa_8_2", "rope_wavelength", config=dict(rope_max_wavelength=100)

@@ -305,6 +305,12 @@ INVALID = {
         KV_3,
         (TypeError, {"use_sliding_window": True}, "use_sliding_window"),
     ],
+    "SmolLM3Backbone": [
+        ({"rope_layer_enabled_list": [True]}, "one entry per layer|1 entries"),
+        ({"layer_types": ["full_attention"] * 3}, "one entry per layer|3"),
+        ({"partial_rotary_factor": 0.5}, "Received: 0.5|1.0"),
+        KV_3,
+    ],
 }
 
 
@@ -550,6 +556,9 @@ PRESETS = {
     "qwen3_moe_235b_a22b_en": 235_093_634_560,
     "qwen3_coder_instruct_30b_a3b_en": 30_532_122_624,
     "qwen1.5_moe_2.7b_en": 14_315_784_192,
+    # keras-hub's 3,075,100,928 counts its RoPE frequencies (36 x 64), a
+    # variable there and a constant here.
+    "smollm3_3b_en": 3_075_100_928 - 36 * 64,
 }
 # Preset -> options (not shapes: the golden file has those) it must set.
 PYTHIA = {"rotary_percentage": 0.25, "max_sequence_length": 2048}
@@ -572,6 +581,7 @@ PRESET_OPTIONS = {
         "sliding_window_size": None,
         "router_aux_loss_coefficient": 0.001,
     },
+    "smollm3_3b_en": {"rope_theta": 5000000.0, "layer_norm_epsilon": 1e-6},
 }
 
 

@@ -191,7 +191,7 @@ DECODER_CLASSES = [name for name in sorted(TINY_CONFIGS) if has_causal_lm(name)]
 
 # The key projection's kernel in an attention layer (or the fused query,
 # key and value kernel), by name.
-KEY_KERNEL = re.compile(r"/(key|key_dense|query_key_value)/kernel$")
+KEY_KERNEL = re.compile(r"/(key|key_dense|k_proj|query_key_value)/kernel$")
 
 
 def abstract_backbone(backbone_cls, config):

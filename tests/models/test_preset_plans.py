@@ -70,6 +70,7 @@ PROMISES = {
     "QwenBackbone": dict(ratio=RATIO_BOUND),
     "QwenMoeBackbone": _WHOLE,
     "RobertaBackbone": dict(encoder=True),
+    "SmolLM3Backbone": _WHOLE,
     "T5Backbone": _WHOLE,
     "WhisperBackbone": dict(encoder=True),
     "XLMRobertaBackbone": dict(encoder=True),

@@ -190,6 +190,25 @@ def _heads(query, key_value, **kwargs):
     return dict(num_query_heads=query, num_key_value_heads=key_value, **kwargs)
 
 
+def _smollm3(heads, key_value_heads, rope, **kwargs):
+    """A SmolLM3 config: `rope[i]` says whether layer `i` has RoPE."""
+    return dict(
+        num_layers=len(rope),
+        num_attention_heads=heads,
+        num_key_value_heads=key_value_heads,
+        attention_bias=False,
+        attention_dropout=0.0,
+        rope_layer_enabled_list=list(rope),
+        layer_types=["full_attention"] * len(rope),
+        mlp_bias=False,
+        layer_norm_epsilon=1e-6,
+        max_position_embeddings=128,
+        rope_theta=10000.0,
+        partial_rotary_factor=1.0,
+        **kwargs,
+    )
+
+
 # BART, T5: token ids and padding masks of both stacks in, both sequences
 # out; LoRA's targets in encoder self-attention, decoder self- and
 # cross-attention.
@@ -990,6 +1009,37 @@ TINY_CONFIGS = {
             ),
         },
         **_SEQ2SEQ,
+    ),
+    "SmolLM3Backbone": Enrolment(
+        "keras_nlp.models.smollm3.smollm3_backbone",
+        {
+            # The second layer has no RoPE.
+            "tiny": _smollm3(
+                4,
+                2,
+                (True, False),
+                vocabulary_size=96,
+                hidden_dim=32,
+                intermediate_dim=48,
+            ),
+            # smollm3_3b_en: 16:4, every fourth layer without RoPE; with
+            # biases, dropout and another RoPE base, which must round-trip.
+            "gqa_16_4_bias": dict(
+                _smollm3(
+                    16,
+                    4,
+                    (True, True, True, False),
+                    vocabulary_size=256,
+                    hidden_dim=64,
+                    intermediate_dim=96,
+                ),
+                attention_bias=True,
+                mlp_bias=True,
+                attention_dropout=0.1,
+                rope_theta=500.0,
+                layer_norm_epsilon=1e-4,
+            ),
+        },
     ),
     "T5Backbone": Enrolment(
         "keras_nlp.models.t5.t5_backbone",
