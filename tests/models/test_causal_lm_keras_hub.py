@@ -97,6 +97,9 @@ class Case:
             family; the comparison is then expected to fail (strictly, so
             a fixed keras-hub shows), and a test of its own compares ours
             with keras-hub's forward pass instead.
+        oracle_values: optional `(oracle, values) -> [(variable, value)]`
+            for keras-hub's variables, when its paths or shapes are not
+            ours (SmolLM3).
     """
 
     backbone: str
@@ -106,6 +109,7 @@ class Case:
     fused_attention: str = None
     direct_generate: bool = False
     keras_hub_bug: str = None
+    oracle_values: object = None
 
     def make_config(self):
         backbone_cls, config = tiny(self.backbone, self.config)
@@ -121,6 +125,33 @@ def _options(**kwargs):
 
 
 _QWEN = "keras_hub.src.models.{}.{}_attention"
+
+
+def _smollm3_values(oracle, values):
+    """Our values for keras-hub's SmolLM3: its query, key and value
+    kernels and biases flatten our heads; its output projections and RoPE
+    frequencies are named outside their blocks (`o_proj/kernel` in each),
+    so they are matched by block; the frequencies are RoPE's."""
+    pairs = []
+    for index, block in enumerate(oracle.transformer_layers):
+        prefix = f"transformer_layer_{index}/self_attn/"
+        attention = block.self_attn
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            for variable in getattr(attention, name).weights:
+                leaf = variable.path.rsplit("/", 1)[-1]
+                value = values[f"{prefix}{name}/{leaf}"]
+                pairs.append((variable, value.reshape(variable.shape)))
+        rope = attention.rotary_embedding
+        size = attention.head_dim
+        exponents = np.arange(0, size, 2, dtype="float32") / size
+        pairs.append((rope.inv_freq, 1.0 / rope.rope_theta**exponents))
+    given = {id(variable) for variable, _ in pairs}
+    for variable in oracle.weights:
+        if id(variable) not in given:
+            pairs.append((variable, values[variable.path]))
+    return pairs
+
+
 _LLAMA3_HEADS = _options(num_query_heads=8, num_key_value_heads=2)
 CASES = {
     "gemma": Case("GemmaBackbone"),
@@ -163,6 +194,12 @@ CASES = {
     ),
     # Two blocks: GPT-OSS windows every second block (block 1).
     "gpt_oss": Case("GptOssBackbone", options=_options(num_layers=2)),
+    # Two blocks: the second has no RoPE.
+    "smollm3": Case(
+        "SmolLM3Backbone",
+        options=_options(num_layers=2),
+        oracle_values=_smollm3_values,
+    ),
     "gpt2": Case("GPT2Backbone"),
     "opt": Case("OPTBackbone"),
     "gpt_neo_x": Case(
@@ -224,11 +261,14 @@ def deferred(build):
         return build()
 
 
-def give_values(model, values, rename=lambda path: path):
-    """Initializes `model`'s deferred variables from `values` by path."""
+def give_values(model, values, rename=lambda path: path, pairs=None):
+    """Initializes `model`'s deferred variables from `values` by path, or
+    from `pairs` of `(variable, value)` when given."""
+    if pairs is None:
+        pairs = [(v, values[rename(v.path)]) for v in model.weights]
     try:
-        for variable in model.weights:
-            variable._initialize(values[rename(variable.path)])
+        for variable, value in pairs:
+            variable._initialize(value)
             variable._initializer = None
         # Seed states and other non-weights start as their initializers say.
         for variable in model.variables:
@@ -263,11 +303,15 @@ def build_pair(case):
         lambda: getattr(keras_hub.models, case.backbone)(**config)
     )
     values = random_values(ours)
+    give_values(ours, values)
+    if case.oracle_values is not None:
+        pairs = case.oracle_values(oracle, values)
+        give_values(oracle, values, pairs=pairs)
+        return ours, oracle
     names = "|".join(map(re.escape, case.auto_named)) or "$^"
     pattern = re.compile(rf"\b({names})_\d+/")
     oracle_paths = sorted(pattern.sub(r"\1/", v.path) for v in oracle.weights)
     assert oracle_paths == sorted(values)
-    give_values(ours, values)
     give_values(oracle, values, lambda path: pattern.sub(r"\1/", path))
     return ours, oracle
 
