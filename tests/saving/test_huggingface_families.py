@@ -4,6 +4,8 @@ See `tests/saving/huggingface_checkpoints.py`: each class below is the
 whole test of a family; a case is one tiny checkpoint.
 """
 
+import keras
+
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
 from tests.saving.huggingface_checkpoints import tensor_writer
@@ -167,5 +169,125 @@ class TestQwen3Checkpoints(HuggingFaceFamilyTests):
                 tie_word_embeddings=False,
             ),
             writer=tensor_writer(_qwen3_config, _qwen3_tensors),
+        )
+    ]
+
+
+def _smollm3_config(oracle):
+    return {
+        "model_type": "smollm3",
+        "architectures": ["SmolLM3ForCausalLM"],
+        "vocab_size": oracle.vocabulary_size,
+        "num_hidden_layers": oracle.num_layers,
+        "num_attention_heads": oracle.num_attention_heads,
+        "num_key_value_heads": oracle.num_key_value_heads,
+        "hidden_size": oracle.hidden_dim,
+        "intermediate_size": oracle.intermediate_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": oracle.max_position_embeddings,
+        "initializer_range": 0.02,
+        "rms_norm_eps": oracle.layer_norm_epsilon,
+        "use_cache": True,
+        "pad_token_id": None,
+        "bos_token_id": None,
+        "eos_token_id": 1,
+        "rope_theta": oracle.rope_theta,
+        "rope_scaling": None,
+        "use_sliding_window": False,
+        "sliding_window": None,
+        "no_rope_layers": [int(x) for x in oracle.rope_layer_enabled_list],
+        "no_rope_layer_interval": 4,
+        "layer_types": oracle.layer_types,
+        "attention_bias": False,
+        "attention_dropout": 0.0,
+        "mlp_bias": False,
+        "tie_word_embeddings": True,
+        "torch_dtype": "float32",
+    }
+
+
+def _smollm3_tensors(oracle):
+    """Named as keras-hub's `convert_smollm3` reads them."""
+    tensors = {
+        "model.embed_tokens.weight": oracle.token_embedding.embeddings,
+        "model.norm.weight": oracle.norm.scale,
+    }
+    for i, layer in enumerate(oracle.transformer_layers):
+        prefix = f"model.layers.{i}."
+        attention = layer.self_attn
+        output = attention.o_proj.kernel.numpy()
+        tensors.update(
+            {
+                prefix + "input_layernorm.weight": layer.input_layernorm.scale,
+                prefix + "post_attention_layernorm.weight": (
+                    layer.post_attention_layernorm.scale
+                ),
+                prefix + "self_attn.o_proj.weight": (
+                    output.reshape(-1, output.shape[-1]).T
+                ),
+            }
+        )
+        for name in ("q_proj", "k_proj", "v_proj"):
+            kernel = getattr(attention, name).kernel.numpy()
+            tensors[prefix + f"self_attn.{name}.weight"] = kernel.T
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            kernel = getattr(layer.mlp, name).kernel.numpy()
+            tensors[prefix + f"mlp.{name}.weight"] = kernel.T
+    return tensors
+
+
+def _smollm3_as_ours(oracle):
+    """keras-hub's weights as `assert_same_weights` groups ours (by path
+    without block numbers, in block order): its query, key and value
+    kernels with the heads a dimension of their own, its output
+    projections (`o_proj/kernel` in every block) by block, without its
+    RoPE frequencies (constants of ours)."""
+    weights = {
+        "token_embedding/embeddings": [oracle.token_embedding.embeddings],
+        "sequence_output_layernorm/scale": [oracle.norm.scale],
+    }
+    block = "transformer_layer/"
+    for layer in oracle.transformer_layers:
+        attention = layer.self_attn
+        values = {
+            f"{name}/scale": getattr(layer, name).scale
+            for name in ("input_layernorm", "post_attention_layernorm")
+        }
+        for name in ("gate_proj", "up_proj", "down_proj"):
+            values[f"mlp/{name}/kernel"] = getattr(layer.mlp, name).kernel
+        for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            kernel = keras.ops.convert_to_numpy(getattr(attention, name).kernel)
+            if name != "o_proj":
+                kernel = kernel.reshape(kernel.shape[0], -1, attention.head_dim)
+            values[f"self_attn/{name}/kernel"] = kernel
+        for path, value in values.items():
+            weights.setdefault(block + path, []).append(value)
+    return {
+        path: [keras.ops.convert_to_numpy(v) for v in values]
+        for path, values in weights.items()
+    }
+
+
+class TestSmolLM3Checkpoints(HuggingFaceFamilyTests):
+    cases = [
+        HFCase(
+            "smollm3_rope_off_1",
+            "SmolLM3Backbone",
+            dict(
+                _SMALL,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                attention_bias=False,
+                attention_dropout=0.0,
+                rope_layer_enabled_list=[True, False],
+                layer_types=["full_attention"] * 2,
+                mlp_bias=False,
+                layer_norm_epsilon=1e-6,
+                max_position_embeddings=128,
+                rope_theta=5000000.0,
+                partial_rotary_factor=1.0,
+            ),
+            writer=tensor_writer(_smollm3_config, _smollm3_tensors),
+            theirs_as_ours=_smollm3_as_ours,
         )
     ]
