@@ -19,8 +19,19 @@ from tests.models.backbone_checks import output_arrays
 from tests.models.tiny_configs import TINY_CONFIGS
 from tests.models.tiny_configs import tiny
 
+# Classes whose keras-hub presets do not load into ours yet, and why.
+NOT_LOADABLE = {
+    # Its query/key/value kernels are stored flat, (hidden, heads *
+    # head_dim), where ours keep the heads a dimension of their own, and
+    # its RoPE frequencies are stored (`rotary_emb`): the loader reshapes
+    # and skips nothing. Its Hugging Face checkpoints load
+    # (tests/saving/test_huggingface_families.py).
+    "SmolLM3Backbone": "flat query/key/value kernels, stored RoPE table",
+}
 SHARED = sorted(
-    name for name in TINY_CONFIGS if hasattr(keras_hub.models, name)
+    name
+    for name in TINY_CONFIGS
+    if hasattr(keras_hub.models, name) and name not in NOT_LOADABLE
 )
 
 
