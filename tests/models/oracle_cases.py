@@ -24,6 +24,7 @@ import numpy as np
 from tests.models.backbone_checks import random_inputs
 from tests.models.backbone_checks import unit_scale_value
 from tests.models.backbone_checks import vocabulary_of
+from tests.models.tiny_configs import smollm3_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1150,28 +1151,10 @@ _QWEN_MOE = dict(
 )
 
 
-def _smollm3(heads, key_value_heads, rope, **options):
-    """A SmolLM3 config: `rope[i]` says whether layer `i` has RoPE."""
-    return (
-        dict(
-            vocabulary_size=100,
-            hidden_dim=32,
-            intermediate_dim=48,
-            num_layers=len(rope),
-            num_attention_heads=heads,
-            num_key_value_heads=key_value_heads,
-            attention_bias=False,
-            attention_dropout=0.0,
-            rope_layer_enabled_list=list(rope),
-            layer_types=["full_attention"] * len(rope),
-            mlp_bias=False,
-            layer_norm_epsilon=1e-6,
-            max_position_embeddings=128,
-            rope_theta=10000.0,
-            partial_rotary_factor=1.0,
-        )
-        | options
-    )
+# SmolLM3 oracle configs: the shared builder at these sizes.
+_smollm3 = functools.partial(
+    smollm3_config, vocabulary_size=100, hidden_dim=32, intermediate_dim=48
+)
 
 
 def _smollm3_weights_as_ours(oracle):

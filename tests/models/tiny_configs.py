@@ -190,22 +190,26 @@ def _heads(query, key_value, **kwargs):
     return dict(num_query_heads=query, num_key_value_heads=key_value, **kwargs)
 
 
-def _smollm3(heads, key_value_heads, rope, **kwargs):
-    """A SmolLM3 config: `rope[i]` says whether layer `i` has RoPE."""
-    return dict(
-        num_layers=len(rope),
-        num_attention_heads=heads,
-        num_key_value_heads=key_value_heads,
-        attention_bias=False,
-        attention_dropout=0.0,
-        rope_layer_enabled_list=list(rope),
-        layer_types=["full_attention"] * len(rope),
-        mlp_bias=False,
-        layer_norm_epsilon=1e-6,
-        max_position_embeddings=128,
-        rope_theta=10000.0,
-        partial_rotary_factor=1.0,
-        **kwargs,
+def smollm3_config(heads, key_value_heads, rope, **options):
+    """A SmolLM3 config: `rope[i]` says whether layer `i` has RoPE;
+    `options` add the sizes and override the rest (also for the oracle
+    cases)."""
+    return (
+        dict(
+            num_layers=len(rope),
+            num_attention_heads=heads,
+            num_key_value_heads=key_value_heads,
+            attention_bias=False,
+            attention_dropout=0.0,
+            rope_layer_enabled_list=list(rope),
+            layer_types=["full_attention"] * len(rope),
+            mlp_bias=False,
+            layer_norm_epsilon=1e-6,
+            max_position_embeddings=128,
+            rope_theta=10000.0,
+            partial_rotary_factor=1.0,
+        )
+        | options
     )
 
 
@@ -1014,7 +1018,7 @@ TINY_CONFIGS = {
         "keras_nlp.models.smollm3.smollm3_backbone",
         {
             # The second layer has no RoPE.
-            "tiny": _smollm3(
+            "tiny": smollm3_config(
                 4,
                 2,
                 (True, False),
@@ -1025,7 +1029,7 @@ TINY_CONFIGS = {
             # smollm3_3b_en: 16:4, every fourth layer without RoPE; with
             # biases, dropout and another RoPE base, which must round-trip.
             "gqa_16_4_bias": dict(
-                _smollm3(
+                smollm3_config(
                     16,
                     4,
                     (True, True, True, False),
