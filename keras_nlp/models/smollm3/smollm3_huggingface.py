@@ -9,12 +9,11 @@ checkpoints without attention biases load.
 """
 
 from keras_nlp.models.llama.llama_huggingface import LLAMA_STYLE_IGNORABLE
-from keras_nlp.saving.huggingface import HEADS_BIAS
-from keras_nlp.saving.huggingface import HEADS_KERNEL
-from keras_nlp.saving.huggingface import HEADS_OUTPUT_KERNEL
+from keras_nlp.models.smollm3.smollm3_backbone import ATTENTION_NAMES
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
+from keras_nlp.saving.huggingface import attention_rows
 from keras_nlp.saving.huggingface import register_family
 from keras_nlp.saving.huggingface.fields import read_rope
 from keras_nlp.saving.huggingface.fields import read_sizes
@@ -30,27 +29,13 @@ DEFAULT_POSITIONS = 32768
 
 SMOLLM3_WEIGHTS = [
     Weight("token_embedding/embeddings", "model.embed_tokens.weight"),
-    *[
-        row
-        for proj in ("q", "k", "v")
-        for row in (
-            Weight(
-                _BLOCK + f"self_attn/{proj}_proj/kernel",
-                _LAYER + f"self_attn.{proj}_proj.weight",
-                HEADS_KERNEL,
-            ),
-            Weight(
-                _BLOCK + f"self_attn/{proj}_proj/bias",
-                _LAYER + f"self_attn.{proj}_proj.bias",
-                HEADS_BIAS,
-            ),
-        )
-    ],
-    Weight(
-        _BLOCK + "self_attn/o_proj/kernel",
-        _LAYER + "self_attn.o_proj.weight",
-        HEADS_OUTPUT_KERNEL,
-    ),
+    # Biases on q, k and v where the config has them (none on o_proj).
+    *attention_rows(
+        _BLOCK + "self_attn",
+        _LAYER + "self_attn",
+        use_bias=True,
+        names=ATTENTION_NAMES,
+    )[:-1],
     *[
         row
         for proj in ("gate", "up", "down")

@@ -368,7 +368,12 @@ def linear_rows(ours, theirs, kernel_ops=KERNEL, bias_ops=()):
 
 
 def attention_rows(
-    ours, theirs, output="o_proj", kernel_ops=HEADS_KERNEL, use_bias=False
+    ours,
+    theirs,
+    output="o_proj",
+    kernel_ops=HEADS_KERNEL,
+    use_bias=False,
+    names=None,
 ):
     """The rows of an attention's projections.
 
@@ -376,15 +381,22 @@ def attention_rows(
     (through `kernel_ops`) and `<ours>/attention_output/kernel` is
     `<theirs>.<output>.weight` (`HEADS_OUTPUT_KERNEL`). With `use_bias`,
     each kernel's row is followed by its bias's (`HEADS_BIAS` for the
-    query, key and value).
+    query, key and value). `names` renames our projections (`{"query":
+    "q_proj", ..., "output": "o_proj"}`, an attention's `sublayer_names`).
     """
+    names = {"output": "attention_output", **(names or {})}
     projections = [
-        (f"{ours}/{name}", f"{theirs}.{proj}_proj", kernel_ops, HEADS_BIAS)
+        (
+            f"{ours}/{names.get(name, name)}",
+            f"{theirs}.{proj}_proj",
+            kernel_ops,
+            HEADS_BIAS,
+        )
         for name, proj in (("query", "q"), ("key", "k"), ("value", "v"))
     ]
     projections.append(
         (
-            f"{ours}/attention_output",
+            f"{ours}/{names['output']}",
             f"{theirs}.{output}",
             HEADS_OUTPUT_KERNEL,
             (),
