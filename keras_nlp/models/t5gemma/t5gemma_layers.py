@@ -68,6 +68,7 @@ def t5gemma_attention(
     key_value_input_dim=None,
     kernel_initializer="glorot_uniform",
     dtype=None,
+    attention_class=CachedGroupedQueryAttention,
 ):
     """A T5Gemma attention: the shared layer with keras-hub's kernels.
 
@@ -86,6 +87,8 @@ def t5gemma_attention(
             heads (T5Gemma 2), `query_norm` and `key_norm`.
         key_value_input_dim: int or `None`: the width keys and values are
             projected from, where it is not the queries'.
+        attention_class: the layer class, `CachedGroupedQueryAttention` or
+            a subclass (T5Gemma 2's merged attention).
         The others are `CachedGroupedQueryAttention`'s.
     """
     rotary = None
@@ -96,7 +99,7 @@ def t5gemma_attention(
             dtype=dtype,
             name="rotary_embedding",
         )
-    return CachedGroupedQueryAttention(
+    return attention_class(
         num_query_heads=num_query_heads,
         num_key_value_heads=num_key_value_heads,
         head_dim=head_dim,
