@@ -37,6 +37,8 @@ from keras_nlp.models.family_masked_lms import FNetMaskedLM
 from keras_nlp.models.family_masked_lms import RobertaMaskedLM
 from keras_nlp.models.family_masked_lms import XLMRobertaMaskedLM
 from keras_nlp.models.family_seq2seq_lms import BartSeq2SeqLM
+from keras_nlp.models.family_seq2seq_lms import T5Gemma2Seq2SeqLM
+from keras_nlp.models.family_seq2seq_lms import T5GemmaSeq2SeqLM
 from keras_nlp.models.family_seq2seq_lms import T5Seq2SeqLM
 from keras_nlp.models.family_seq2seq_lms import WhisperAudioToText
 from keras_nlp.models.family_text_classifiers import AlbertClassifier
@@ -139,7 +141,9 @@ __all__ = [
     "SmolLM3CausalLM",
     "T5Backbone",
     "T5Gemma2Backbone",
+    "T5Gemma2Seq2SeqLM",
     "T5GemmaBackbone",
+    "T5GemmaSeq2SeqLM",
     "T5Seq2SeqLM",
     "WhisperAudioToText",
     "WhisperBackbone",

@@ -33,6 +33,9 @@ from tests.tokenizers import tiny_tokenizers
 CASES = {
     "BartBackbone": ("BartSeq2SeqLM", "tiny"),
     "T5Backbone": ("T5Seq2SeqLM", "relu_tied_8_heads"),
+    # Soft caps and windows (T5Gemma), merged attention (T5Gemma 2).
+    "T5GemmaBackbone": ("T5GemmaSeq2SeqLM", "tiny"),
+    "T5Gemma2Backbone": ("T5Gemma2Seq2SeqLM", "tiny"),
 }
 DATA_PREFIX = "seq2seq_lm-"
 LIVE_CASE = "BartBackbone"
@@ -112,10 +115,18 @@ def hub_lm(name):
     oracle = getattr(keras_hub.models, name)(**config)
     ours = backbone_variables(backbone_cls, config)
     by_path = dict(zip((v.path for v in ours), values, strict=True))
+    # T5Gemma's final norms are unnamed in keras-hub, ours are named.
+    renamed = {
+        getattr(oracle, f"{side}_norm").scale.path: f"{side}_norm/scale"
+        for side in ("encoder", "decoder")
+        if name.startswith("T5Gemma")
+    }
     if name == "T5Backbone":
         pairs = zip(oracle.weights, values, strict=True)
     else:
-        pairs = [(v, by_path[v.path]) for v in oracle.weights]
+        pairs = [
+            (v, by_path[renamed.get(v.path, v.path)]) for v in oracle.weights
+        ]
     for variable, value in pairs:
         variable.assign(value)
     lm = getattr(keras_hub.models, task)(backbone=oracle, preprocessor=None)
