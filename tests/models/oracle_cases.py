@@ -268,22 +268,14 @@ def _t5gemma_inputs(config, batch=3, length=12):
     return inputs
 
 
-def _t5gemma_final_norms_as_ours(oracle):
-    """keras-hub leaves its final norms unnamed (`rms_normalization_<n>`,
-    numbered per session): give them our `encoder_norm` and
-    `decoder_norm`'s values."""
-    for side in ("encoder", "decoder"):
-        scale = getattr(oracle, f"{side}_norm").scale
-        scale.assign(unit_scale_value(f"{side}_norm/scale", scale.shape))
-
-
 def _t5gemma_row(id, backbone, config, **kw):
     return _encoder_row(
         id,
         backbone,
         config,
         _t5gemma_inputs,
-        oracle_fix=_t5gemma_final_norms_as_ours,
+        # The final norms, which keras-hub leaves unnamed.
+        auto_named=("rms_normalization",),
         **kw,
     )
 

@@ -16,6 +16,7 @@ import pytest
 
 import keras_nlp.models
 from keras_nlp.distribution.backbone_planner import backbone_variables
+from keras_nlp.models.t5gemma.t5gemma_backbone import FINAL_NORM_NAMES
 from keras_nlp.models.task_preprocessing import preset_token_id
 from keras_nlp.tokenizers import Tokenizer
 from tests import oracles
@@ -115,10 +116,13 @@ def hub_lm(name):
     oracle = getattr(keras_hub.models, name)(**config)
     ours = backbone_variables(backbone_cls, config)
     by_path = dict(zip((v.path for v in ours), values, strict=True))
-    # T5Gemma's final norms are unnamed in keras-hub, ours are named.
+    # T5Gemma's final norms are auto-named in keras-hub: numbered per
+    # session, fresh-session numbers in ours.
     renamed = {
-        getattr(oracle, f"{side}_norm").scale.path: f"{side}_norm/scale"
-        for side in ("encoder", "decoder")
+        getattr(oracle, f"{side}_norm").scale.path: (f"{norm_name}/scale")
+        for side, norm_name in zip(
+            ("encoder", "decoder"), FINAL_NORM_NAMES, strict=True
+        )
         if name.startswith("T5Gemma")
     }
     if name == "T5Backbone":

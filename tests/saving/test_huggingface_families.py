@@ -11,7 +11,6 @@ from tests.models.backbone_checks import output_arrays
 from tests.models.tiny_configs import t5gemma_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
-from tests.saving.huggingface_checkpoints import _without_auto_suffixes
 from tests.saving.huggingface_checkpoints import tensor_writer
 
 _SMALL = dict(
@@ -403,17 +402,6 @@ def _t5gemma_tensors(oracle):
     return tensors
 
 
-def _t5gemma_as_ours(oracle):
-    """keras-hub's weights grouped as ours: its unnamed final norms are
-    our `encoder_norm` and `decoder_norm`."""
-    weights = _without_auto_suffixes(oracle)
-    del weights["rms_normalization/scale"]
-    for side in _T5GEMMA_SIDES:
-        scale = getattr(oracle, f"{side}_norm").scale
-        weights[f"{side}_norm/scale"] = [keras.ops.convert_to_numpy(scale)]
-    return weights
-
-
 def _t5gemma_inputs(vocabulary_size):
     from tests.models.tiny_configs import _seq2seq_inputs
 
@@ -455,6 +443,5 @@ class TestT5GemmaCheckpoints(HuggingFaceFamilyTests):
             writer=tensor_writer(_t5gemma_config, _t5gemma_tensors),
             inputs=_t5gemma_inputs,
             outputs=_both_sides_real,
-            theirs_as_ours=_t5gemma_as_ours,
         )
     ]

@@ -23,6 +23,10 @@ from keras_nlp.models.t5gemma.t5gemma_layers import t5gemma_attention
 from keras_nlp.models.t5gemma.t5gemma_presets import T5GEMMA_PRESETS
 
 BLOCK = r"(encoder|decoder)_layer_\d+/"
+# The encoder's and the decoder's final norms: keras-hub leaves them
+# unnamed, so a fresh session numbers them so; its presets load into these
+# (the loader pairs auto-numbered names in order).
+FINAL_NORM_NAMES = ("rms_normalization", "rms_normalization_1")
 
 
 def t5gemma_layout_rules(config, attention_names):
@@ -80,10 +84,9 @@ def build_encoder_decoder(
     The encoder's table `encoder_token_embedding` and the decoder's
     `decoder_token_embedding` (whose reverse gives the logits), each
     scaled by the square root of its width; the blocks; the final norms
-    `encoder_norm` and `decoder_norm`. Sets `token_embedding` (the
-    encoder's, as keras-hub), `decoder_token_embedding`,
-    `encoder_transformer_layers`, `decoder_transformer_layers`,
-    `encoder_norm` and `decoder_norm`.
+    (see `FINAL_NORM_NAMES`). Sets `token_embedding` (the encoder's, as
+    keras-hub), `decoder_token_embedding`, `encoder_transformer_layers`,
+    `decoder_transformer_layers`, `encoder_norm` and `decoder_norm`.
     """
     backbone.token_embedding = token_embedding(
         vocabulary_size,
@@ -103,10 +106,10 @@ def build_encoder_decoder(
     backbone.encoder_transformer_layers = encoder_blocks
     backbone.decoder_transformer_layers = decoder_blocks
     backbone.encoder_norm = ZeroCenteredRMSNormalization(
-        epsilon=rms_norm_eps, dtype=dtype, name="encoder_norm"
+        epsilon=rms_norm_eps, dtype=dtype, name=FINAL_NORM_NAMES[0]
     )
     backbone.decoder_norm = ZeroCenteredRMSNormalization(
-        epsilon=rms_norm_eps, dtype=dtype, name="decoder_norm"
+        epsilon=rms_norm_eps, dtype=dtype, name=FINAL_NORM_NAMES[1]
     )
     backbone.embedding_dropout = keras.layers.Dropout(
         dropout_rate, dtype=dtype, name="embedding_dropout"
@@ -209,13 +212,14 @@ class T5GemmaBackbone(T5GemmaEncoderDecoderMixin, Backbone):
     self-attention and feed-forward; its keys and values are projected
     from the encoder's width (`cross_attention_hidden_size`).
 
-    Variable paths and shapes are keras-hub's, but for the final norms,
-    named `encoder_norm` and `decoder_norm` here (keras-hub leaves them
-    unnamed). As in keras-hub: decoder `"sliding_attention"` layers let a
-    query see the `sliding_window + 1` positions up to it, encoder layers
-    attend to every real token whatever their type (Hugging Face's encoder
-    windows them; the two agree on sources shorter than the window), and
-    the feed-forward's inner dropout is the residual dropout here.
+    Variable paths and shapes are keras-hub's (its unnamed final norms as
+    a fresh session names them, `rms_normalization` for the encoder's and
+    `rms_normalization_1` for the decoder's). As in keras-hub: decoder
+    `"sliding_attention"` layers let a query see the `sliding_window + 1`
+    positions up to it, encoder layers attend to every real token
+    whatever their type (Hugging Face's encoder windows them; the two
+    agree on sources shorter than the window), and the feed-forward's
+    inner dropout is the residual dropout here.
 
     Args:
         vocabulary_size: int. Rows of each token table.

@@ -12,6 +12,7 @@ checkpoint's copy is skipped).
 """
 
 from keras_nlp.models.gemma3.gemma3_huggingface import nested_config
+from keras_nlp.models.t5gemma.t5gemma_backbone import FINAL_NORM_NAMES
 from keras_nlp.models.t5gemma.t5gemma_layers import FEEDFORWARD_NAMES
 from keras_nlp.saving.huggingface import KERNEL
 from keras_nlp.saving.huggingface import HuggingFaceFamily
@@ -238,8 +239,8 @@ T5GEMMA_WEIGHTS = [
         "lm_head.out_proj.weight",
         KERNEL,
     ),
-    Weight("encoder_norm/scale", "model.encoder.norm.weight"),
-    Weight("decoder_norm/scale", "model.decoder.norm.weight"),
+    Weight(FINAL_NORM_NAMES[0] + "/scale", "model.encoder.norm.weight"),
+    Weight(FINAL_NORM_NAMES[1] + "/scale", "model.decoder.norm.weight"),
     *_block_rows(
         "encoder_layer_{i}/",
         "model.encoder.layers.{i}.",

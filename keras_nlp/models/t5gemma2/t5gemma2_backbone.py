@@ -43,8 +43,7 @@ class T5Gemma2Backbone(T5GemmaEncoderDecoderMixin, Backbone):
     input) is not built here; `vision_encoder` must be `None`, and
     `eoi_token_index` (the end-of-image token, whose embedding the vision
     model replaces) is recorded only. Variable paths and shapes are
-    keras-hub's text model's, but for the final norms, named
-    `encoder_norm` and `decoder_norm` (keras-hub leaves them unnamed).
+    keras-hub's text model's (the final norms as in `T5GemmaBackbone`).
 
     Args:
         vocabulary_size, encoder_hidden_dim, encoder_intermediate_dim,
