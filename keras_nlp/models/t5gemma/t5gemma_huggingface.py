@@ -188,7 +188,10 @@ def _to_hf(config):
     }
 
 
-def _block_rows(ours, theirs, attentions):
+def block_rows(ours, theirs, attentions, decoder=False, cross_norms=False):
+    """The rows of one side's blocks: `attentions` lists `(our name,
+    their name)`; a decoder's norms carry the `decoder_` prefix, and
+    `cross_norms` adds the cross-attention's."""
     names = {
         "pre_self_attention_layernorm": "pre_self_attn_layernorm",
         "post_self_attention_layernorm": "post_self_attn_layernorm",
@@ -201,8 +204,8 @@ def _block_rows(ours, theirs, attentions):
         rows += attention_rows(
             ours + our_name, theirs + their_name, use_bias=True
         )
-    prefix = "decoder_" if "decoder" in ours else ""
-    if prefix:
+    prefix = "decoder_" if decoder else ""
+    if cross_norms:
         names.update(
             pre_cross_attention_layernorm="pre_cross_attn_layernorm",
             post_cross_attention_layernorm="post_cross_attn_layernorm",
@@ -241,15 +244,17 @@ T5GEMMA_WEIGHTS = [
     ),
     Weight(FINAL_NORM_NAMES[0] + "/scale", "model.encoder.norm.weight"),
     Weight(FINAL_NORM_NAMES[1] + "/scale", "model.decoder.norm.weight"),
-    *_block_rows(
+    *block_rows(
         "encoder_layer_{i}/",
         "model.encoder.layers.{i}.",
         [("self_attention", "self_attn")],
     ),
-    *_block_rows(
+    *block_rows(
         "decoder_layer_{i}/",
         "model.decoder.layers.{i}.",
         [("self_attention", "self_attn"), ("cross_attention", "cross_attn")],
+        decoder=True,
+        cross_norms=True,
     ),
 ]
 
