@@ -8,7 +8,9 @@ rows, one per side); the other fields are those of Gemma 2's published
 configs, which T5Gemma's `config.json` files repeat: sliding and full
 attention alternating (sliding first) with a 4,096 window, attention and
 final logit soft caps 50 and 30, queries scaled by the head size, RoPE
-base 10,000. keras-hub's `ml_ml` size is left out: no shapes found here
+base 10,000; for the T5-sized `s` to `xl` (heads of 64) these options are
+taken to be the 2B's too, as no published config was at hand to confirm
+them. keras-hub's `ml_ml` size is left out: no shapes found here
 reproduce its published count.
 """
 
