@@ -39,7 +39,8 @@ def moe_layers_of(num_layers, interleave_moe_layer_step, moe_layers=None):
     ):
         raise ValueError(
             "`interleave_moe_layer_step` must be a positive integer. "
-            f"Received: {interleave_moe_layer_step!r}."
+            "Received: "
+            f"interleave_moe_layer_step={interleave_moe_layer_step!r}."
         )
     step = interleave_moe_layer_step
     return list(range(step - 1, num_layers, step))
@@ -58,7 +59,8 @@ def rope_layers_of(num_layers, no_rope_layers=None):
     ):
         raise ValueError(
             "`no_rope_layers` has one 0 or 1 per block (1: the block uses "
-            f"RoPE). Received {no_rope_layers!r} for num_layers={num_layers}."
+            f"RoPE). Received: no_rope_layers={no_rope_layers!r} for "
+            f"num_layers={num_layers}."
         )
     return [int(value) for value in no_rope_layers]
 
@@ -208,12 +210,12 @@ class Llama4Backbone(Backbone):
         intermediate_dim,
         intermediate_dim_mlp,
         num_experts,
-        head_dim=None,
+        head_dim: int | None = None,
         top_k=1,
         interleave_moe_layer_step=1,
         moe_layers=None,
         no_rope_layers=None,
-        attention_chunk_size=8192,
+        attention_chunk_size: int | None = 8192,
         use_qk_norm=True,
         attn_temperature_tuning=True,
         floor_scale=8192,

@@ -6,11 +6,11 @@ The text configs (`text_config` of the published `config.json`) of
 
 - Maverick: 128 experts on every other block (`interleave_moe_layer_step=2`:
   blocks 1, 3, 5, ...), dense SwiGLU blocks of width 16384 between them,
-  no query/key norm, no RoPE scaling: 400,711,536,640 parameters, 17.2B
+  no query/key norm, no RoPE scaling: 400,711,848,960 parameters, 17.2B
   active per token (one routed expert and the shared one).
 - Scout: 16 experts on every block, query/key norm, Llama 3.1-style RoPE
   scaling (factor 16, both frequency factors 1, 8192 original positions):
-  107,771,744,256 parameters (Meta's 109B counts the vision tower), 17.2B
+  107,769,861,120 parameters (Meta's 109B counts the vision tower), 17.2B
   active.
 
 Both: every fourth block (3, 7, 11, ...) is a global NoPE block with
