@@ -379,6 +379,7 @@ QWEN3 = "transformer_layer_{}/qwen3_{}/"
 QWEN = "transformer_layer_{}/qwen_{}/"
 DENSE = "feedforward_gate_dense/kernel"
 ROUTER = "sparse_feedforward_gate_dense/kernel"
+LLAMA4 = "transformer_layer_{}/llama4_sparse_moe_block/"
 PATHS = [
     # Falcon-7B: one key/value head, one norm, no biases.
     shapes(
@@ -492,6 +493,24 @@ PATHS = [
             QWEN3.format(0, "sparse_moe_block") + ROUTER: None,
             QWEN3.format(1, "moe_mlp") + DENSE: None,
             QWEN3.format(1, "sparse_moe_block") + ROUTER: (32, 4),
+        },
+    ),
+    # Maverick's interleave: block 0 dense (intermediate_dim_mlp wide),
+    # block 1 MoE with its shared expert.
+    shapes(
+        "Llama4Backbone",
+        {"interleave_moe_layer_step": 2},
+        {
+            "transformer_layer_0/" + DENSE: (32, 48),
+            LLAMA4.format(0) + ROUTER: None,
+            "transformer_layer_1/" + DENSE: None,
+            LLAMA4.format(1) + ROUTER: (32, 4),
+            LLAMA4.format(1) + "experts/expert_feedforward_gate_dense": (
+                4,
+                32,
+                32,
+            ),
+            LLAMA4.format(1) + "shared_expert_dense/" + DENSE: (32, 16),
         },
     ),
     shapes(
