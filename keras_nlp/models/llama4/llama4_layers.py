@@ -30,6 +30,20 @@ from keras_nlp.layers.sparse_moe import SparseMoE
 from keras_nlp.models.llama.llama_rotary_embedding import LlamaRotaryEmbedding
 
 SHARED_EXPERT = "shared_expert_dense"
+# `CachedGroupedQueryAttention` options that `Llama4Attention.call` does
+# not implement, with the only value it accepts.
+_BASE_ONLY_OPTIONS = {
+    "use_query_key_norm": False,
+    "use_bias": False,
+    "use_output_bias": False,
+    "flat_output_kernel": False,
+    "heads_first": False,
+    "sliding_window_size": None,
+    "use_alibi": False,
+    "zero_unattended_queries": False,
+    "logit_soft_cap": None,
+    "use_sinks": False,
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.models")
@@ -130,11 +144,19 @@ class Llama4Attention(CachedGroupedQueryAttention):
         super().__init__(*args, **kwargs)
         if chunk_size is not None:
             check_positive_ints(chunk_size=chunk_size)
-        if kwargs.get("sliding_window_size") is not None:
+        # `call` is Llama 4's own: the base class's other variants are
+        # not read there, so they are refused rather than ignored.
+        unsupported = {
+            key: kwargs[key]
+            for key in _BASE_ONLY_OPTIONS
+            if kwargs.get(key, _BASE_ONLY_OPTIONS[key])
+            != _BASE_ONLY_OPTIONS[key]
+        }
+        if unsupported:
             raise ValueError(
-                "Llama4Attention takes `chunk_size`, not a sliding window. "
-                "Received: sliding_window_size="
-                f"{kwargs['sliding_window_size']}."
+                "Llama4Attention does not take these CachedGroupedQuery"
+                f"Attention options (chunk_size is its window). Received: "
+                f"{unsupported}."
             )
         self.chunk_size = chunk_size
         self.normalize_rotated = normalize_rotated
