@@ -96,6 +96,10 @@ COUNTS = {
         "llama3.2_1b": (1_235_814_400, "ba260613"),
         "llama3.2_3b": (3_212_749_824, "01c0bdf6"),
     },
+    "Llama4Backbone": {
+        "llama4_scout_17b_16e": (107_769_861_120, "a6c29572"),
+        "llama4_maverick_17b_128e": (400_711_848_960, "f8bc29d8"),
+    },
     "LlamaBackbone": {
         "llama2_7b_en": (6_738_415_616, "bbfed4f4"),
     },

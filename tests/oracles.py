@@ -42,6 +42,7 @@ GENERATORS = {
         "tests.models.pali_gemma.test_pali_gemma_causal_lm:generate_oracle_data"
     ),
     "jax_outputs": "tests.test_tensorflow_backend:generate_oracle_data",
+    "llama4": "tests.models.llama4.test_llama4_oracle:generate_oracle_data",
     "relative_buckets": (
         "tests.models.test_relative_buckets:generate_oracle_data"
     ),

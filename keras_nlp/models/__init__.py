@@ -19,6 +19,7 @@ from keras_nlp.models.family_causal_lms import GPT2CausalLM
 from keras_nlp.models.family_causal_lms import GPTNeoXCausalLM
 from keras_nlp.models.family_causal_lms import GptOssCausalLM
 from keras_nlp.models.family_causal_lms import Llama3CausalLM
+from keras_nlp.models.family_causal_lms import Llama4CausalLM
 from keras_nlp.models.family_causal_lms import LlamaCausalLM
 from keras_nlp.models.family_causal_lms import MistralCausalLM
 from keras_nlp.models.family_causal_lms import MixtralCausalLM
@@ -63,6 +64,7 @@ from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
+from keras_nlp.models.llama4.llama4_backbone import Llama4Backbone
 from keras_nlp.models.masked_lm import MaskedLM
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
@@ -111,6 +113,8 @@ __all__ = [
     "GptOssCausalLM",
     "Llama3Backbone",
     "Llama3CausalLM",
+    "Llama4Backbone",
+    "Llama4CausalLM",
     "LlamaBackbone",
     "LlamaCausalLM",
     "MistralBackbone",

@@ -28,6 +28,7 @@ from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
+from keras_nlp.models.llama4.llama4_backbone import Llama4Backbone
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
@@ -354,3 +355,22 @@ class QwenMoeCausalLM(CausalLM):
 )
 class SmolLM3CausalLM(CausalLM):
     backbone_cls = SmolLM3Backbone
+
+
+@_family_causal_lm(
+    _UNTIED,
+    dict(
+        _SMALL,
+        num_layers=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        intermediate_dim=16,
+        intermediate_dim_mlp=48,
+        num_experts=4,
+        interleave_moe_layer_step=2,
+        attention_chunk_size=2,
+        floor_scale=2,
+    ),
+)
+class Llama4CausalLM(CausalLM):
+    backbone_cls = Llama4Backbone

@@ -271,6 +271,15 @@ INVALID = {
             "Received 2 and 1 entries",
         )
     ],
+    "Llama4Backbone": [
+        ({"interleave_moe_layer_step": 0}, "{}|positive"),
+        ({"moe_layers": [2]}, "{}|[0, 2)"),
+        ({"no_rope_layers": [1]}, "{}|num_layers=2"),
+        ({"no_rope_layers": [1, 2]}, "{}|0 or 1"),
+        ({"attention_chunk_size": 0}, "{}|positive"),
+        KV_3,
+        TOP_K_5,
+    ],
     "QwenBackbone": [
         ({"num_query_heads": 5}, "{}"),
         KV_3,
@@ -370,6 +379,7 @@ QWEN3 = "transformer_layer_{}/qwen3_{}/"
 QWEN = "transformer_layer_{}/qwen_{}/"
 DENSE = "feedforward_gate_dense/kernel"
 ROUTER = "sparse_feedforward_gate_dense/kernel"
+LLAMA4 = "transformer_layer_{}/llama4_sparse_moe_block/"
 PATHS = [
     # Falcon-7B: one key/value head, one norm, no biases.
     shapes(
@@ -485,6 +495,24 @@ PATHS = [
             QWEN3.format(1, "sparse_moe_block") + ROUTER: (32, 4),
         },
     ),
+    # Maverick's interleave: block 0 dense (intermediate_dim_mlp wide),
+    # block 1 MoE with its shared expert.
+    shapes(
+        "Llama4Backbone",
+        {"interleave_moe_layer_step": 2},
+        {
+            "transformer_layer_0/" + DENSE: (32, 48),
+            LLAMA4.format(0) + ROUTER: None,
+            "transformer_layer_1/" + DENSE: None,
+            LLAMA4.format(1) + ROUTER: (32, 4),
+            LLAMA4.format(1) + "experts/expert_feedforward_gate_dense": (
+                4,
+                32,
+                32,
+            ),
+            LLAMA4.format(1) + "shared_expert_dense/" + DENSE: (32, 16),
+        },
+    ),
     shapes(
         "QwenMoeBackbone",
         {"mlp_only_layers": [1]},
@@ -520,6 +548,9 @@ def test_config_options_plan_these_paths(target, overrides, expected, total):
 # metadata for qwen2.5_7b_en says 6,993,420,288; its Hugging Face config
 # (the one here) has 7,615,616,512.
 PRESETS = {
+    # Meta's "109B" and "400B" (Scout's counts its vision tower too).
+    "llama4_scout_17b_16e": 107_769_861_120,
+    "llama4_maverick_17b_128e": 400_711_848_960,
     "bloom_560m_multi": 559_214_592,
     "bloom_3b_multi": 3_002_557_440,
     "falcon_refinedweb_1b_en": 1_311_625_216,
@@ -563,6 +594,16 @@ PRESETS = {
 # Preset -> options (not shapes: the golden file has those) it must set.
 PYTHIA = {"rotary_percentage": 0.25, "max_sequence_length": 2048}
 PRESET_OPTIONS = {
+    "llama4_scout_17b_16e": {
+        "interleave_moe_layer_step": 1,
+        "use_qk_norm": True,
+        "rope_frequency_adjustment_factor": 16.0,
+    },
+    "llama4_maverick_17b_128e": {
+        "interleave_moe_layer_step": 2,
+        "use_qk_norm": False,
+        "rope_frequency_adjustment_factor": None,
+    },
     "falcon_refinedweb_1b_en": {"layer_norm_epsilon": 1e-5},
     "pythia_410m_en": PYTHIA,
     "pythia_1.4b_en": PYTHIA,
@@ -622,6 +663,9 @@ WINDOWS = [
     (("Qwen3Backbone", "gqa_32_8_untied_window"), {}, 3),
     (("Qwen3MoeBackbone", "e16_top8_gqa_32_4_sparse_step_2"), {}, 1 + 2 * 2),
     (("QwenMoeBackbone", "e60_top4_mha_16_16_dense_first"), {}, 1 + 2 * 3),
+    # Llama 4's chunks of 3 on RoPE blocks; the NoPE block sees it all.
+    ("Llama4Backbone", {"no_rope_layers": [1, 1]}, 3),
+    ("Llama4Backbone", {}, 12),
     # Gemma 2 windows block 0 only, Gemma 3 five blocks of six.
     (("GemmaBackbone", "gqa_8_4_gemma2"), {}, 12),
     (("Gemma3Backbone", "mqa_4_1"), {}, 4),

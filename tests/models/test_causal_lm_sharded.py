@@ -21,6 +21,7 @@ from keras_nlp.distribution.layout_errors import LayoutError
 from keras_nlp.distribution.rules import entry_axes
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.models import GPTNeoXBackbone
+from keras_nlp.models import Llama4Backbone
 from keras_nlp.models import LlamaBackbone
 from keras_nlp.models import LlamaCausalLM
 from keras_nlp.models import MixtralBackbone
@@ -91,6 +92,33 @@ SHARDED_FAMILIES = {
         dict(_DIMS, hidden_dim=32, num_heads=4, intermediate_dim=64),
         {
             (1, 8): (None, None, "model", None, None),
+            (2, 4): ("batch", None, None, "model", None),
+            (2, 2, 2): ("batch", None, "context", "model", None),
+        },
+    ),
+    # A chunked RoPE block (chunks of 4: prompts and generation cross
+    # them) and a global NoPE block with temperature tuning and 4 experts;
+    # 8 key/value heads on 'model'.
+    "llama4_chunked_moe": (
+        Llama4Backbone,
+        dict(
+            vocabulary_size=96,
+            num_layers=2,
+            hidden_dim=64,
+            num_query_heads=8,
+            num_key_value_heads=8,
+            head_dim=8,
+            intermediate_dim=32,
+            intermediate_dim_mlp=64,
+            num_experts=4,
+            interleave_moe_layer_step=2,
+            no_rope_layers=[1, 0],
+            attention_chunk_size=4,
+            floor_scale=4,
+            attn_scale=0.5,
+        ),
+        {
+            (1, 8): (None, None, None, "model", None),
             (2, 4): ("batch", None, None, "model", None),
             (2, 2, 2): ("batch", None, "context", "model", None),
         },

@@ -59,6 +59,7 @@ PROMISES = {
     "GemmaBackbone": {},
     "GptOssBackbone": _WHOLE,
     "Llama3Backbone": _WHOLE,
+    "Llama4Backbone": _WHOLE,
     "LlamaBackbone": _WHOLE,
     "MistralBackbone": _WHOLE,
     "MixtralBackbone": _WHOLE,

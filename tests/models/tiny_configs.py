@@ -354,6 +354,51 @@ TINY_CONFIGS = {
             ),
         },
     ),
+    # Chunked local attention and temperature tuning count positions from
+    # the first slot: padding is invisible on the right only.
+    "Llama4Backbone": Enrolment(
+        "keras_nlp.models.llama4.llama4_backbone",
+        {
+            # Scout's pattern: every block MoE, query/key norm; block 1 a
+            # global NoPE block with temperature tuning; chunks of 3.
+            "tiny": dict(
+                _SMALL,
+                **_heads(4, 2),
+                intermediate_dim=16,
+                intermediate_dim_mlp=48,
+                num_experts=4,
+                no_rope_layers=[1, 0],
+                attention_chunk_size=3,
+                floor_scale=2,
+            ),
+            # Maverick's: 40:8 heads in miniature (5:1), MoE on every
+            # other block after a dense one, no query/key norm, top 2,
+            # Llama 3.1 RoPE scaling.
+            "e8_top2_gqa_10_2_step_2": dict(
+                vocabulary_size=256,
+                num_layers=2,
+                **_heads(10, 2, head_dim=8),
+                hidden_dim=40,
+                intermediate_dim=16,
+                intermediate_dim_mlp=64,
+                num_experts=8,
+                top_k=2,
+                interleave_moe_layer_step=2,
+                no_rope_layers=[1, 0],
+                attention_chunk_size=4,
+                use_qk_norm=False,
+                floor_scale=3,
+                attn_scale=0.2,
+                rope_max_wavelength=500.0,
+                rope_frequency_adjustment_factor=8.0,
+                rope_low_freq_factor=1.0,
+                rope_high_freq_factor=4.0,
+                rope_pretraining_sequence_length=16,
+                layer_norm_epsilon=1e-4,
+            ),
+        },
+        invisible_padding="right",
+    ),
     "MixtralBackbone": Enrolment(
         "keras_nlp.models.mixtral.mixtral_backbone",
         {
