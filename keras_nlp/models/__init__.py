@@ -7,6 +7,7 @@ from keras_nlp.models.bert.bert_backbone import BertBackbone
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.deberta_v3.deberta_v3_backbone import DebertaV3Backbone
+from keras_nlp.models.deepseek_v3.deepseek_v3_backbone import DeepSeekV3Backbone
 from keras_nlp.models.distil_bert.distil_bert_backbone import DistilBertBackbone
 from keras_nlp.models.electra.electra_backbone import ElectraBackbone
 from keras_nlp.models.f_net.f_net_backbone import FNetBackbone
@@ -93,6 +94,7 @@ __all__ = [
     "BloomCausalLM",
     "CausalLM",
     "DebertaV3Backbone",
+    "DeepSeekV3Backbone",
     "DistilBertBackbone",
     "ElectraBackbone",
     "FNetBackbone",
