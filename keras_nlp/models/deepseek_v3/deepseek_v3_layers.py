@@ -107,6 +107,14 @@ class DeepSeekV3RotaryEmbedding(YarnRotaryEmbedding):
         return config
 
 
+def _pad_features(x, width):
+    """`x` with zeros appended on the last axis up to `width`."""
+    missing = width - x.shape[-1]
+    if not missing:
+        return x
+    return ops.pad(x, [(0, 0)] * (len(x.shape) - 1) + [(0, missing)])
+
+
 @keras.saving.register_keras_serializable(package="keras_nlp.models")
 class MultiHeadLatentAttention(keras.layers.Layer):
     """DeepSeek's multi-head latent attention (MLA), with a latent cache.
@@ -287,7 +295,15 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         mask = None
         if attention_mask is not None:
             mask = ops.cast(attention_mask, "bool")
+        # The fused attention wants one head size: zero features added to
+        # the values (or to queries and keys) change no output, and are
+        # cut off after.
+        qk_head_dim = self.qk_nope_head_dim + self.qk_rope_head_dim
+        width = max(qk_head_dim, self.v_head_dim)
+        query, key = (_pad_features(t, width) for t in (query, key))
+        value = _pad_features(value, width)
         outputs = grouped_query_attention(query, key, value, mask)
+        outputs = outputs[..., : self.v_head_dim]
         outputs = self.output_dense(pin_input(self.output_dense, outputs))
         return outputs if cache is None else (outputs, cache)
 
