@@ -99,7 +99,7 @@ def attention_scale(config):
 def mla(weights, prefix, x, mask, config):
     """Multi-head latent attention of one sequence `x` `(seq, hidden)`."""
     eps = config.get("layer_norm_epsilon", 1e-6)
-    nope, rope = config["qk_nope_head_dim"], config["qk_rope_head_dim"]
+    nope = config["qk_nope_head_dim"]
     rank = config["kv_lora_rank"]
     positions = np.arange(x.shape[0], dtype=np.float64)
     if config.get("q_lora_rank") is None:
@@ -185,7 +185,7 @@ def moe(weights, prefix, x, config):
     )
     for t in range(x.shape[0]):
         chosen, expert_weights = route(scores[t], bias, config)
-        for e, w in zip(chosen, expert_weights):
+        for e, w in zip(chosen, expert_weights, strict=True):
             out[t] += w * swiglu(x[t], gate[e], up[e], down[e])
     return out
 
@@ -196,7 +196,7 @@ def forward(config, weights, token_ids, padding_mask):
     weights = {k: np.asarray(v, np.float64) for k, v in weights.items()}
     eps = config.get("layer_norm_epsilon", 1e-6)
     hidden, logits = [], []
-    for ids, real in zip(token_ids, padding_mask):
+    for ids, real in zip(token_ids, padding_mask, strict=True):
         length = len(ids)
         mask = (
             np.tril(np.ones((length, length), bool)) & real.astype(bool)[None]
