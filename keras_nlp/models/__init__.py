@@ -13,6 +13,7 @@ from keras_nlp.models.electra.electra_backbone import ElectraBackbone
 from keras_nlp.models.f_net.f_net_backbone import FNetBackbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from keras_nlp.models.family_causal_lms import BloomCausalLM
+from keras_nlp.models.family_causal_lms import DeepSeekV3CausalLM
 from keras_nlp.models.family_causal_lms import FalconCausalLM
 from keras_nlp.models.family_causal_lms import Gemma3CausalLM
 from keras_nlp.models.family_causal_lms import GemmaCausalLM
@@ -95,6 +96,7 @@ __all__ = [
     "CausalLM",
     "DebertaV3Backbone",
     "DeepSeekV3Backbone",
+    "DeepSeekV3CausalLM",
     "DistilBertBackbone",
     "ElectraBackbone",
     "FNetBackbone",

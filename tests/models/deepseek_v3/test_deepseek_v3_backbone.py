@@ -231,3 +231,33 @@ def test_671b_plans_from_its_config_without_allocating():
         # axis.
         assert {c.length_axes for c in plan.kv_caches} == {("model",)}
         assert {c.shape(1, 1)[1:] for c in plan.kv_caches} == {(1, 1, 1, 576)}
+
+
+def test_cached_greedy_generation_equals_uncached_argmax_and_the_oracle():
+    from keras_nlp.models import DeepSeekV3CausalLM
+
+    backbone, _ = weighted_model("v3_like")
+    causal_lm = DeepSeekV3CausalLM(backbone)
+    # A batch of the prompt alone and the prompt left-padded by 3.
+    prompt = GREEDY_PROMPT
+    padded = np.concatenate([[0, 0, 0], prompt])
+    token_ids = np.stack([np.concatenate([prompt, [0, 0, 0]]), padded])
+    padding_mask = np.stack(
+        [np.arange(8) < len(prompt), np.arange(8) >= 3]
+    ).astype("int32")
+    generated = causal_lm.generate(
+        {"token_ids": token_ids, "padding_mask": padding_mask},
+        max_new_tokens=GREEDY_STEPS,
+        sampler="greedy",
+        stop_token_ids=None,
+        strip_prompt=True,
+    )["token_ids"]
+    expected = oracles.load("deepseek_v3-v3_like")["greedy"]
+    np.testing.assert_array_equal(generated[0][:GREEDY_STEPS], expected)
+    np.testing.assert_array_equal(generated[1][:GREEDY_STEPS], expected)
+    # Without a cache: one causal forward pass over the prompt and the
+    # generated tokens, whose argmax at each position is the next token.
+    ids = np.concatenate([prompt, expected])[None].astype("int32")
+    logits = causal_lm({"token_ids": ids, "padding_mask": np.ones_like(ids)})
+    argmax = np.argmax(keras.ops.convert_to_numpy(logits)[0], axis=-1)
+    np.testing.assert_array_equal(argmax[len(prompt) - 1 : -1], expected)
