@@ -190,8 +190,10 @@ def has_causal_lm(name):
 DECODER_CLASSES = [name for name in sorted(TINY_CONFIGS) if has_causal_lm(name)]
 
 # The key projection's kernel in an attention layer (or the fused query,
-# key and value kernel), by name.
-KEY_KERNEL = re.compile(r"/(key|key_dense|k_proj|query_key_value)/kernel$")
+# key and value kernel, or DeepSeek-V3's latent projection), by name.
+KEY_KERNEL = re.compile(
+    r"/(key|key_dense|k_proj|query_key_value|key_value_a)/kernel$"
+)
 
 
 def abstract_backbone(backbone_cls, config):
@@ -217,9 +219,13 @@ def expected_cache_spec(attention, plan, kv_heads, batch, length, mesh_shape):
     assert len(kernels) == 1, [w.path for w in attention.weights]
     kernel = kernels[0]
     heads_dims = [i for i, size in enumerate(kernel.shape) if size == kv_heads]
-    assert len(heads_dims) == 1, (kernel.path, kernel.shape, kv_heads)
     kernel_spec = plan.weight(kernel.path).spec
-    on_model = "model" in entry_axes(kernel_spec[heads_dims[0]])
+    if kv_heads == 1 and not heads_dims:
+        # A cache of one latent (DeepSeek-V3's MLA) has no heads to split.
+        on_model = False
+    else:
+        assert len(heads_dims) == 1, (kernel.path, kernel.shape, kv_heads)
+        on_model = "model" in entry_axes(kernel_spec[heads_dims[0]])
     batch_axis = mesh_shape[0] > 1 and batch % mesh_shape[0] == 0
     by_length = (
         not on_model and mesh_shape[1] > 1 and length % mesh_shape[1] == 0
@@ -253,7 +259,8 @@ def test_kv_caches_are_allocated_as_planned(name, mesh_shape):
                 caches, planned, plan.kv_caches, blocks, strict=True
             ):
                 kv_heads = cache_plan.kv_heads
-                assert cache.shape[0] == batch and cache.shape[1] == 2
+                assert cache.shape[0] == batch
+                assert cache.shape[1] == cache_plan.keys_and_values
                 assert cache.shape[3:] == (kv_heads, cache_plan.head_dim)
                 assert padded_spec(cache) == spec, cache_plan.path
                 assert spec == expected_cache_spec(
