@@ -19,6 +19,7 @@ import pytest
 from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.layout_errors import LayoutError
 from keras_nlp.distribution.rules import entry_axes
+from keras_nlp.models import DeepSeekV3Backbone
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.models import GPTNeoXBackbone
 from keras_nlp.models import LlamaBackbone
@@ -112,6 +113,33 @@ SHARDED_FAMILIES = {
             (1, 8): (None, None, None, "model", None),
             (2, 4): ("batch", None, None, "model", None),
             (2, 2, 2): ("batch", None, "context", "model", None),
+        },
+    ),
+    # DeepSeek-V3's cache of one latent and RoPE key per position: no heads
+    # to split, so its length is split over 'model' (after 'context').
+    "deepseek_v3_latent": (
+        DeepSeekV3Backbone,
+        dict(
+            _DIMS,
+            hidden_dim=32,
+            num_query_heads=8,
+            intermediate_dim=32,
+            moe_intermediate_dim=8,
+            n_routed_experts=4,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            n_group=2,
+            topk_group=1,
+            q_lora_rank=16,
+            kv_lora_rank=8,
+            qk_nope_head_dim=4,
+            qk_rope_head_dim=4,
+            v_head_dim=4,
+        ),
+        {
+            (1, 8): (None, None, "model", None, None),
+            (2, 4): ("batch", None, "model", None, None),
+            (2, 2, 2): ("batch", None, ("context", "model"), None, None),
         },
     ),
 }
