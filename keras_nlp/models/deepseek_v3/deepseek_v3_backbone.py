@@ -6,6 +6,7 @@ import keras
 from keras_nlp.distribution.dims import einsum_dims
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
+from keras_nlp.layers.common import check_positive_ints
 from keras_nlp.layers.decoder_block import DecoderBlock
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
@@ -129,6 +130,9 @@ class DeepSeekV3Backbone(Backbone):
             `1e-6`.
         tie_word_embeddings: bool. Output projection reuses the token
             embedding. Defaults to `False`.
+        dropout: float. Dropout on each block's attention and feed-forward
+            outputs in training (`attention_dropout` of the Hugging Face
+            config, 0 in the published ones). Defaults to `0`.
         dtype: string or `keras.DTypePolicy`.
         **kwargs: forwarded to `keras.Model` (e.g. `name`).
 
@@ -258,9 +262,18 @@ class DeepSeekV3Backbone(Backbone):
         rope_mscale_all_dims=0.0,
         layer_norm_epsilon=1e-6,
         tie_word_embeddings=False,
+        dropout=0.0,
         dtype=None,
         **kwargs,
     ):
+        # Sizes the shared check does not recognize by name.
+        check_positive_ints(
+            n_routed_experts=n_routed_experts,
+            n_shared_experts=n_shared_experts,
+            kv_lora_rank=kv_lora_rank,
+        )
+        if q_lora_rank is not None:
+            check_positive_ints(q_lora_rank=q_lora_rank)
         if (
             not isinstance(first_k_dense_replace, int)
             or isinstance(first_k_dense_replace, bool)
@@ -354,6 +367,7 @@ class DeepSeekV3Backbone(Backbone):
                     feedforward=feedforward,
                     activation="silu",
                     layer_norm_epsilon=layer_norm_epsilon,
+                    dropout=dropout,
                     kernel_initializer=initializer,
                     dtype=dtype,
                     name=f"transformer_layer_{index}",

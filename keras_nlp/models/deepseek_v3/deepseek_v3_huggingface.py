@@ -155,7 +155,6 @@ def _from_hf(hf):
     hf.expect("topk_method", ("noaux_tc",), default="noaux_tc")
     hf.expect("moe_layer_freq", (1,), default=1)
     hf.expect("rope_interleave", (True,), default=True)
-    hf.expect("attention_dropout", (0.0, 0), default=0.0)
     heads = hf.require("num_attention_heads")
     # MLA gives every head its own key and value: the field is not read.
     hf.get("num_key_value_heads")
@@ -184,6 +183,7 @@ def _from_hf(hf):
         **_read_rope(hf),
         "layer_norm_epsilon": hf.get("rms_norm_eps", 1e-6),
         "tie_word_embeddings": hf.get("tie_word_embeddings", False),
+        "dropout": hf.get("attention_dropout", 0.0),
     }
 
 
@@ -215,7 +215,7 @@ def _to_hf(config):
         "tie_word_embeddings": config["tie_word_embeddings"],
         "hidden_act": "silu",
         "attention_bias": False,
-        "attention_dropout": 0.0,
+        "attention_dropout": config["dropout"],
         "scoring_func": "sigmoid",
         "topk_method": "noaux_tc",
         "num_nextn_predict_layers": 0,
