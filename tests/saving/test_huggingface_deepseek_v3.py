@@ -145,3 +145,91 @@ def test_plain_query_and_unscaled_rope_round_trip(tmp_path):
     names = load_file(str(tmp_path / "model.safetensors"))
     assert names["model.layers.0.self_attn.q_proj.weight"].shape == (24, 16)
     assert_same_weights(Backbone.from_preset(str(tmp_path)), ours)
+
+
+def test_transformers_5_rope_parameters_load_alike(tmp_path):
+    ours = randomize(DeepSeekV3Backbone(**CONFIG))
+    ours.save_to_preset(str(tmp_path), format="huggingface")
+    config = json.loads((tmp_path / "config.json").read_text())
+    scaling = config.pop("rope_scaling")
+    del scaling["type"]
+    config["rope_parameters"] = {
+        **scaling,
+        "rope_theta": config.pop("rope_theta"),
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    again = Backbone.from_preset(str(tmp_path))
+    assert again.get_config() == {**ours.get_config(), "name": again.name}
+
+
+# deepseek-ai/DeepSeek-V3's config.json, as published.
+PUBLISHED = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "attention_bias": False,
+    "attention_dropout": 0.0,
+    "aux_loss_alpha": 0.001,
+    "bos_token_id": 0,
+    "eos_token_id": 1,
+    "ep_size": 1,
+    "first_k_dense_replace": 3,
+    "hidden_act": "silu",
+    "hidden_size": 7168,
+    "initializer_range": 0.02,
+    "intermediate_size": 18432,
+    "kv_lora_rank": 512,
+    "max_position_embeddings": 163840,
+    "model_type": "deepseek_v3",
+    "moe_intermediate_size": 2048,
+    "moe_layer_freq": 1,
+    "n_group": 8,
+    "n_routed_experts": 256,
+    "n_shared_experts": 1,
+    "norm_topk_prob": True,
+    "num_attention_heads": 128,
+    "num_experts_per_tok": 8,
+    "num_hidden_layers": 61,
+    "num_key_value_heads": 128,
+    "num_nextn_predict_layers": 1,
+    "pretraining_tp": 1,
+    "q_lora_rank": 1536,
+    "qk_nope_head_dim": 128,
+    "qk_rope_head_dim": 64,
+    "quantization_config": {
+        "activation_scheme": "dynamic",
+        "fmt": "e4m3",
+        "quant_method": "fp8",
+        "weight_block_size": [128, 128],
+    },
+    "rms_norm_eps": 1e-06,
+    "rope_scaling": {
+        "beta_fast": 32,
+        "beta_slow": 1,
+        "factor": 40,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+        "type": "yarn",
+    },
+    "rope_theta": 10000,
+    "routed_scaling_factor": 2.5,
+    "scoring_func": "sigmoid",
+    "seq_aux": True,
+    "tie_word_embeddings": False,
+    "topk_group": 4,
+    "topk_method": "noaux_tc",
+    "torch_dtype": "bfloat16",
+    "transformers_version": "4.33.1",
+    "use_cache": True,
+    "v_head_dim": 128,
+    "vocab_size": 129280,
+}
+
+
+def test_the_published_config_is_the_built_in_preset():
+    from keras_nlp.models.deepseek_v3.deepseek_v3_huggingface import (
+        DEEPSEEK_V3,
+    )
+
+    config = DEEPSEEK_V3.translate(PUBLISHED, "config.json", DeepSeekV3Backbone)
+    preset = DeepSeekV3Backbone.presets["deepseek_v3_671b"]
+    assert config == {**preset, "dropout": 0.0}

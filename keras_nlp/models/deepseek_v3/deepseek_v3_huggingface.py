@@ -111,20 +111,27 @@ def _weights(config):
 
 
 def _read_rope(hf):
-    """Our RoPE arguments: plain, or DeepSeek's YaRN."""
-    rope = hf.get("rope_scaling")
-    if rope is None:
-        return {"rope_scaling_factor": 1.0}
-    if not isinstance(rope, dict):
-        hf.unsupported("rope_scaling", rope, why=" (expected an object)")
-    rope = dict(rope)
-    check_full_rotation(hf, "rope_scaling", rope)
-    kind = rope.pop("rope_type", None) or rope.pop("type", None)
-    rope.pop("type", None)
+    """Our RoPE arguments: plain, or DeepSeek's YaRN; from `rope_theta` and
+    `rope_scaling` (transformers 4) or `rope_parameters` (5)."""
+    parameters, scaling = hf.get("rope_parameters"), hf.get("rope_scaling")
+    field, rope = "rope_scaling", scaling
+    if parameters is not None:
+        field, rope = "rope_parameters", parameters
+        if scaling is not None:
+            hf.unsupported(
+                "rope_scaling", scaling, why=" next to rope_parameters"
+            )
+    if rope is not None and not isinstance(rope, dict):
+        hf.unsupported(field, rope, why=" (expected an object)")
+    rope = dict(rope or {})
+    theta = rope.pop("rope_theta", None) or hf.get("rope_theta", 10000.0)
+    check_full_rotation(hf, field, rope)
+    kind = rope.pop("rope_type", None)
+    kind = rope.pop("type", None) or kind or "default"
     if kind not in ("yarn", "default"):
-        hf.unsupported("rope_scaling.type", kind, ["yarn"])
+        hf.unsupported(f"{field}.rope_type", kind, ["yarn", "default"])
     if kind == "default":
-        return {"rope_scaling_factor": 1.0}
+        return {"rope_max_wavelength": theta, "rope_scaling_factor": 1.0}
     names = {
         "factor": ("rope_scaling_factor", None),
         "original_max_position_embeddings": (
@@ -139,12 +146,16 @@ def _read_rope(hf):
     unknown = sorted(set(rope) - set(names))
     if unknown or rope.get("factor") is None:
         hf.unsupported(
-            "rope_scaling",
-            {**rope, "type": kind},
+            field,
+            {**rope, "rope_type": kind},
             why=f" (keys {unknown} are not understood, or no factor)",
         )
     return {
-        ours: rope.get(key, default) for key, (ours, default) in names.items()
+        "rope_max_wavelength": theta,
+        **{
+            ours: rope.get(key, default)
+            for key, (ours, default) in names.items()
+        },
     }
 
 
@@ -179,7 +190,6 @@ def _from_hf(hf):
         "qk_nope_head_dim": hf.require("qk_nope_head_dim"),
         "qk_rope_head_dim": hf.require("qk_rope_head_dim"),
         "v_head_dim": hf.require("v_head_dim"),
-        "rope_max_wavelength": hf.get("rope_theta", 10000.0),
         **_read_rope(hf),
         "layer_norm_epsilon": hf.get("rms_norm_eps", 1e-6),
         "tie_word_embeddings": hf.get("tie_word_embeddings", False),
