@@ -226,9 +226,7 @@ PUBLISHED = {
 
 
 def test_the_published_config_is_the_built_in_preset():
-    from keras_nlp.models.deepseek_v3.deepseek_v3_huggingface import (
-        DEEPSEEK_V3,
-    )
+    from keras_nlp.models.deepseek_v3.deepseek_v3_huggingface import DEEPSEEK_V3
 
     config = DEEPSEEK_V3.translate(PUBLISHED, "config.json", DeepSeekV3Backbone)
     preset = DeepSeekV3Backbone.presets["deepseek_v3_671b"]
