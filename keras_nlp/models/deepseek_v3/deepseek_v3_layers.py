@@ -87,6 +87,18 @@ class DeepSeekV3RotaryEmbedding(YarnRotaryEmbedding):
         mscale_all_dim: float. YaRN's `mscale_all_dim`; `0` leaves the
             attention scale alone. Defaults to `0.0`.
         **kwargs: `YarnRotaryEmbedding` arguments.
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.models.deepseek_v3.deepseek_v3_layers import (
+        DeepSeekV3RotaryEmbedding,
+    )
+
+    rope = DeepSeekV3RotaryEmbedding(factor=40.0, mscale_all_dim=1.0)
+    rope(np.ones((1, 4, 2, 64), "float32")).shape  # (1, 4, 2, 64)
+    ```
     """
 
     def __init__(self, mscale=1.0, mscale_all_dim=0.0, **kwargs):
@@ -155,6 +167,32 @@ class MultiHeadLatentAttention(keras.layers.Layer):
         cache_update_index: position of the first input token.
         positions: optional `(batch, seq)` RoPE positions.
         training: unused (no attention dropout).
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.layers import RotaryEmbedding
+    from keras_nlp.models.deepseek_v3.deepseek_v3_layers import (
+        MultiHeadLatentAttention,
+    )
+
+    attention = MultiHeadLatentAttention(
+        num_heads=4,
+        q_lora_rank=24,
+        kv_lora_rank=16,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=8,
+        rotary_embedding=RotaryEmbedding(),
+        query_scale=12**-0.5,
+    )
+    x = np.random.rand(2, 6, 32).astype("float32")
+    attention(x).shape  # (2, 6, 32)
+    # Decode one token into a latent cache of 8 positions.
+    cache = np.zeros(attention.cache_shape(2, 8), "float32")
+    step, cache = attention(x[:, :1], cache=cache, cache_update_index=0)
+    ```
     """
 
     def __init__(
@@ -394,6 +432,24 @@ class DeepSeekV3MoE(SparseMoE):
         routed_scaling_factor: float. Factor on the routed weights.
         **kwargs: `SparseMoE` arguments (`top_k`, `normalize_top_k`,
             `compute`, `kernel_initializer`, `name`, `dtype`, ...).
+
+    Example:
+
+    ```python
+    import numpy as np
+    from keras_nlp.models.deepseek_v3.deepseek_v3_layers import DeepSeekV3MoE
+
+    moe = DeepSeekV3MoE(
+        num_experts=8,
+        intermediate_dim=16,
+        shared_intermediate_dim=16,
+        n_group=4,
+        topk_group=2,
+        routed_scaling_factor=2.5,
+        top_k=2,
+    )
+    moe(np.random.rand(2, 5, 32).astype("float32")).shape  # (2, 5, 32)
+    ```
     """
 
     def __init__(
