@@ -42,6 +42,9 @@ COUNTS = {
         "deberta_v3_large_en": (434_012_160, "0f1b4850"),
         "deberta_v3_base_multi": (278_218_752, "6534aca1"),
     },
+    "DeepSeekV3Backbone": {
+        "deepseek_v3_671b": (671_026_419_200, "49634f91"),
+    },
     "DistilBertBackbone": {
         "distil_bert_base_en_uncased": (66_362_880, "c228b52b"),
     },

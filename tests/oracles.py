@@ -33,6 +33,9 @@ COMMAND = "python -m tests.oracles"
 # key -> "module:function" returning {name: {array name: array}}; one line
 # per module that keeps oracle data.
 GENERATORS = {
+    "deepseek_v3": (
+        "tests.models.deepseek_v3.test_deepseek_v3_backbone:generate_oracle_data"
+    ),
     "backbones": "tests.models.test_backbone_oracles:generate_oracle_data",
     "causal_lm": "tests.models.test_causal_lm_keras_hub:generate_oracle_data",
     "decoder_layers": (

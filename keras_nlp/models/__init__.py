@@ -7,11 +7,13 @@ from keras_nlp.models.bert.bert_backbone import BertBackbone
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.deberta_v3.deberta_v3_backbone import DebertaV3Backbone
+from keras_nlp.models.deepseek_v3.deepseek_v3_backbone import DeepSeekV3Backbone
 from keras_nlp.models.distil_bert.distil_bert_backbone import DistilBertBackbone
 from keras_nlp.models.electra.electra_backbone import ElectraBackbone
 from keras_nlp.models.f_net.f_net_backbone import FNetBackbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from keras_nlp.models.family_causal_lms import BloomCausalLM
+from keras_nlp.models.family_causal_lms import DeepSeekV3CausalLM
 from keras_nlp.models.family_causal_lms import FalconCausalLM
 from keras_nlp.models.family_causal_lms import Gemma3CausalLM
 from keras_nlp.models.family_causal_lms import GemmaCausalLM
@@ -95,6 +97,8 @@ __all__ = [
     "BloomCausalLM",
     "CausalLM",
     "DebertaV3Backbone",
+    "DeepSeekV3Backbone",
+    "DeepSeekV3CausalLM",
     "DistilBertBackbone",
     "ElectraBackbone",
     "FNetBackbone",

@@ -20,6 +20,7 @@ import keras
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.causal_lm import PreprocessorFirstCausalLM
+from keras_nlp.models.deepseek_v3.deepseek_v3_backbone import DeepSeekV3Backbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
@@ -374,3 +375,27 @@ class SmolLM3CausalLM(CausalLM):
 )
 class Llama4CausalLM(CausalLM):
     backbone_cls = Llama4Backbone
+
+
+@_family_causal_lm(
+    _UNTIED_OR_TIED,
+    dict(
+        _SMALL,
+        num_query_heads=4,
+        intermediate_dim=48,
+        moe_intermediate_dim=16,
+        n_routed_experts=8,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        first_k_dense_replace=1,
+        q_lora_rank=24,
+        kv_lora_rank=16,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=8,
+    ),
+)
+class DeepSeekV3CausalLM(CausalLM):
+    backbone_cls = DeepSeekV3Backbone

@@ -195,6 +195,18 @@ INVALID = {
         *SIZES,
         ({"hidden_activation": "relu"}, "{}|'gelu_approximate', 'gelu'"),
     ],
+    "DeepSeekV3Backbone": [
+        ({"n_group": 3}, "{}|n_routed_experts=8|groups of at least 2"),
+        ({"n_group": 8}, "{}|groups of at least 2"),
+        ({"topk_group": 5}, "{}|at most `n_group` (4)"),
+        ({"num_experts_per_tok": 5}, "{}|kept groups|= 4"),
+        ({"first_k_dense_replace": 3}, "{}|[0, 2]"),
+        ({"qk_rope_head_dim": 3}, "{}|even"),
+        ({"kv_lora_rank": 0}, "{}|positive"),
+        ({"q_lora_rank": 2.5}, "{}|positive"),
+        ({"n_shared_experts": 0}, "{}|positive"),
+        *SIZES,
+    ],
     "GptOssBackbone": [
         ({"output_router_logits": True}, "{}"),
         ({"num_key_value_heads": 3}, "{}|must divide"),
@@ -590,6 +602,9 @@ PRESETS = {
     # keras-hub's 3,075,100,928 counts its RoPE frequencies (36 x 64), a
     # variable there and a constant here.
     "smollm3_3b_en": 3_075_100_928 - 36 * 64,
+    # DeepSeek-V3's published 671B (685B with the multi-token-prediction
+    # block, which is left out).
+    "deepseek_v3_671b": 671_026_419_200,
 }
 # Preset -> options (not shapes: the golden file has those) it must set.
 PYTHIA = {"rotary_percentage": 0.25, "max_sequence_length": 2048}

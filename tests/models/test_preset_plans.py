@@ -47,6 +47,7 @@ PROMISES = {
     "BertBackbone": dict(encoder=True),
     "BloomBackbone": _WHOLE,
     "DebertaV3Backbone": dict(encoder=True),
+    "DeepSeekV3Backbone": _WHOLE,
     "DistilBertBackbone": dict(encoder=True),
     "ElectraBackbone": dict(encoder=True),
     "FNetBackbone": dict(encoder=True, whole=True),

@@ -591,6 +591,34 @@ TINY_CONFIGS = {
             ),
         },
     ),
+    "DeepSeekV3Backbone": Enrolment(
+        "keras_nlp.models.deepseek_v3.deepseek_v3_backbone",
+        {
+            # MLA with both latents, a dense first block, then 8 routed
+            # experts in 4 groups (2 kept, 2 per token) and a shared one.
+            "tiny": dict(
+                _SMALL,
+                num_query_heads=8,
+                intermediate_dim=48,
+                moe_intermediate_dim=8,
+                n_routed_experts=8,
+                n_shared_experts=1,
+                num_experts_per_tok=2,
+                n_group=4,
+                topk_group=2,
+                routed_scaling_factor=2.5,
+                first_k_dense_replace=1,
+                q_lora_rank=16,
+                kv_lora_rank=8,
+                qk_nope_head_dim=4,
+                qk_rope_head_dim=4,
+                v_head_dim=4,
+                rope_scaling_factor=4.0,
+                rope_original_max_position_embeddings=8,
+                rope_mscale_all_dims=1.0,
+            ),
+        },
+    ),
     "GptOssBackbone": Enrolment(
         "keras_nlp.models.gpt_oss.gpt_oss_backbone",
         {
