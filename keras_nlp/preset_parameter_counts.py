@@ -42,6 +42,9 @@ COUNTS = {
         "deberta_v3_large_en": (434_012_160, "0f1b4850"),
         "deberta_v3_base_multi": (278_218_752, "6534aca1"),
     },
+    "DeepSeekV3Backbone": {
+        "deepseek_v3_671b": (671_026_419_200, "49634f91"),
+    },
     "DistilBertBackbone": {
         "distil_bert_base_en_uncased": (66_362_880, "c228b52b"),
     },
@@ -95,6 +98,10 @@ COUNTS = {
         "llama3_8b_en": (8_030_261_248, "20976d70"),
         "llama3.2_1b": (1_235_814_400, "ba260613"),
         "llama3.2_3b": (3_212_749_824, "01c0bdf6"),
+    },
+    "Llama4Backbone": {
+        "llama4_scout_17b_16e": (107_769_861_120, "a6c29572"),
+        "llama4_maverick_17b_128e": (400_711_848_960, "f8bc29d8"),
     },
     "LlamaBackbone": {
         "llama2_7b_en": (6_738_415_616, "bbfed4f4"),

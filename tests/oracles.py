@@ -33,6 +33,9 @@ COMMAND = "python -m tests.oracles"
 # key -> "module:function" returning {name: {array name: array}}; one line
 # per module that keeps oracle data.
 GENERATORS = {
+    "deepseek_v3": (
+        "tests.models.deepseek_v3.test_deepseek_v3_backbone:generate_oracle_data"
+    ),
     "backbones": "tests.models.test_backbone_oracles:generate_oracle_data",
     "causal_lm": "tests.models.test_causal_lm_keras_hub:generate_oracle_data",
     "decoder_layers": (
@@ -42,6 +45,7 @@ GENERATORS = {
         "tests.models.pali_gemma.test_pali_gemma_causal_lm:generate_oracle_data"
     ),
     "jax_outputs": "tests.test_tensorflow_backend:generate_oracle_data",
+    "llama4": "tests.models.llama4.test_llama4_oracle:generate_oracle_data",
     "relative_buckets": (
         "tests.models.test_relative_buckets:generate_oracle_data"
     ),

@@ -51,6 +51,8 @@ class AttentionCache:
             any other (`"dkh"`, `".k."`).
         kv_heads: number of key/value heads.
         head_dim: size of each head.
+        keys_and_values: the cache's second dimension: 2 (keys, values),
+            or 1 for a cache of one latent (DeepSeek-V3's MLA).
     """
 
     path: str
@@ -58,6 +60,7 @@ class AttentionCache:
     kernel_letters: str
     kv_heads: int
     head_dim: int
+    keys_and_values: int = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,6 +76,8 @@ class CachePlan:
         reason: why, in words.
         length_axes: model axes the cache's length is split over when they
             divide it (the heads being whole on them), else `()`.
+        keys_and_values: the cache's second dimension (see
+            `AttentionCache`).
     """
 
     path: str
@@ -81,10 +86,17 @@ class CachePlan:
     spec: tuple
     reason: str
     length_axes: tuple = ()
+    keys_and_values: int = 2
 
     def shape(self, batch_size, max_length):
         """The cache's shape for a batch and a cache length."""
-        return (batch_size, 2, max_length, self.kv_heads, self.head_dim)
+        return (
+            batch_size,
+            self.keys_and_values,
+            max_length,
+            self.kv_heads,
+            self.head_dim,
+        )
 
 
 def describe_caches(model):
@@ -117,6 +129,7 @@ def describe_caches(model):
                 kernel_letters=kernel_letters,
                 kv_heads=shape[3],
                 head_dim=shape[4],
+                keys_and_values=shape[1],
             )
         )
     return tuple(found)
@@ -196,6 +209,7 @@ def plan_kv_caches(
                 spec=spec,
                 reason=reason + "; batch on the batch axes when they divide it",
                 length_axes=length_axes,
+                keys_and_values=cache.keys_and_values,
             )
         )
     return tuple(planned)

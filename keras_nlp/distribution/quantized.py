@@ -397,7 +397,25 @@ def _int4_variables(description, kernel, kind, prefix, plan, block_size):
                 reason,
             )
         )
-    if kind != "reverse":
+    if kind == "embeddings":
+        # It picks each hidden unit's group from every token's looked-up
+        # scales. Split over the batch axis that splits the tokens too,
+        # that take fails XLA's HLO verifier ("Slice dim size 8 greater
+        # than dynamic slice dimension: 4"; int4 T5 on 2x4).
+        g_idx_prefix = kernel.path.rpartition("/")[0]
+        added.append(
+            _derived(
+                f"{g_idx_prefix}/g_idx",
+                (rows,),
+                "float32",
+                (None,),
+                (row_name,),
+                plan,
+                f"group of each hidden unit of {where}: replicated, a "
+                "vocabulary-th of the table's bytes, read for every token",
+            )
+        )
+    elif kind != "reverse":
         g_idx_prefix = kernel.path.rpartition("/")[0]
         added.append(
             _derived(

@@ -7,11 +7,13 @@ from keras_nlp.models.bert.bert_backbone import BertBackbone
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.deberta_v3.deberta_v3_backbone import DebertaV3Backbone
+from keras_nlp.models.deepseek_v3.deepseek_v3_backbone import DeepSeekV3Backbone
 from keras_nlp.models.distil_bert.distil_bert_backbone import DistilBertBackbone
 from keras_nlp.models.electra.electra_backbone import ElectraBackbone
 from keras_nlp.models.f_net.f_net_backbone import FNetBackbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from keras_nlp.models.family_causal_lms import BloomCausalLM
+from keras_nlp.models.family_causal_lms import DeepSeekV3CausalLM
 from keras_nlp.models.family_causal_lms import FalconCausalLM
 from keras_nlp.models.family_causal_lms import Gemma3CausalLM
 from keras_nlp.models.family_causal_lms import GemmaCausalLM
@@ -19,6 +21,7 @@ from keras_nlp.models.family_causal_lms import GPT2CausalLM
 from keras_nlp.models.family_causal_lms import GPTNeoXCausalLM
 from keras_nlp.models.family_causal_lms import GptOssCausalLM
 from keras_nlp.models.family_causal_lms import Llama3CausalLM
+from keras_nlp.models.family_causal_lms import Llama4CausalLM
 from keras_nlp.models.family_causal_lms import LlamaCausalLM
 from keras_nlp.models.family_causal_lms import MistralCausalLM
 from keras_nlp.models.family_causal_lms import MixtralCausalLM
@@ -65,6 +68,7 @@ from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
+from keras_nlp.models.llama4.llama4_backbone import Llama4Backbone
 from keras_nlp.models.masked_lm import MaskedLM
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
@@ -97,6 +101,8 @@ __all__ = [
     "BloomCausalLM",
     "CausalLM",
     "DebertaV3Backbone",
+    "DeepSeekV3Backbone",
+    "DeepSeekV3CausalLM",
     "DistilBertBackbone",
     "ElectraBackbone",
     "FNetBackbone",
@@ -115,6 +121,8 @@ __all__ = [
     "GptOssCausalLM",
     "Llama3Backbone",
     "Llama3CausalLM",
+    "Llama4Backbone",
+    "Llama4CausalLM",
     "LlamaBackbone",
     "LlamaCausalLM",
     "MistralBackbone",

@@ -20,6 +20,7 @@ import keras
 from keras_nlp.models.bloom.bloom_backbone import BloomBackbone
 from keras_nlp.models.causal_lm import CausalLM
 from keras_nlp.models.causal_lm import PreprocessorFirstCausalLM
+from keras_nlp.models.deepseek_v3.deepseek_v3_backbone import DeepSeekV3Backbone
 from keras_nlp.models.falcon.falcon_backbone import FalconBackbone
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
@@ -28,6 +29,7 @@ from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
 from keras_nlp.models.llama.llama_backbone import LlamaBackbone
 from keras_nlp.models.llama3.llama3_backbone import Llama3Backbone
+from keras_nlp.models.llama4.llama4_backbone import Llama4Backbone
 from keras_nlp.models.mistral.mistral_backbone import MistralBackbone
 from keras_nlp.models.mixtral.mixtral_backbone import MixtralBackbone
 from keras_nlp.models.opt.opt_backbone import OPTBackbone
@@ -354,3 +356,46 @@ class QwenMoeCausalLM(CausalLM):
 )
 class SmolLM3CausalLM(CausalLM):
     backbone_cls = SmolLM3Backbone
+
+
+@_family_causal_lm(
+    _UNTIED,
+    dict(
+        _SMALL,
+        num_layers=4,
+        num_query_heads=4,
+        num_key_value_heads=2,
+        intermediate_dim=16,
+        intermediate_dim_mlp=48,
+        num_experts=4,
+        interleave_moe_layer_step=2,
+        attention_chunk_size=2,
+        floor_scale=2,
+    ),
+)
+class Llama4CausalLM(CausalLM):
+    backbone_cls = Llama4Backbone
+
+
+@_family_causal_lm(
+    _UNTIED_OR_TIED,
+    dict(
+        _SMALL,
+        num_query_heads=4,
+        intermediate_dim=48,
+        moe_intermediate_dim=16,
+        n_routed_experts=8,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        first_k_dense_replace=1,
+        q_lora_rank=24,
+        kv_lora_rank=16,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=8,
+    ),
+)
+class DeepSeekV3CausalLM(CausalLM):
+    backbone_cls = DeepSeekV3Backbone

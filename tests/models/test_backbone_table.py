@@ -195,6 +195,18 @@ INVALID = {
         *SIZES,
         ({"hidden_activation": "relu"}, "{}|'gelu_approximate', 'gelu'"),
     ],
+    "DeepSeekV3Backbone": [
+        ({"n_group": 3}, "{}|n_routed_experts=8|groups of at least 2"),
+        ({"n_group": 8}, "{}|groups of at least 2"),
+        ({"topk_group": 5}, "{}|at most `n_group` (4)"),
+        ({"num_experts_per_tok": 5}, "{}|kept groups|= 4"),
+        ({"first_k_dense_replace": 3}, "{}|[0, 2]"),
+        ({"qk_rope_head_dim": 3}, "{}|even"),
+        ({"kv_lora_rank": 0}, "{}|positive"),
+        ({"q_lora_rank": 2.5}, "{}|positive"),
+        ({"n_shared_experts": 0}, "{}|positive"),
+        *SIZES,
+    ],
     "GptOssBackbone": [
         ({"output_router_logits": True}, "{}"),
         ({"num_key_value_heads": 3}, "{}|must divide"),
@@ -270,6 +282,15 @@ INVALID = {
             dict(short_factor=[1.0, 1.0], long_factor=[2.0]),
             "Received 2 and 1 entries",
         )
+    ],
+    "Llama4Backbone": [
+        ({"interleave_moe_layer_step": 0}, "{}|positive"),
+        ({"moe_layers": [2]}, "{}|[0, 2)"),
+        ({"no_rope_layers": [1]}, "{}|num_layers=2"),
+        ({"no_rope_layers": [1, 2]}, "{}|0 or 1"),
+        ({"attention_chunk_size": 0}, "{}|positive"),
+        KV_3,
+        TOP_K_5,
     ],
     "QwenBackbone": [
         ({"num_query_heads": 5}, "{}"),
@@ -388,6 +409,7 @@ QWEN3 = "transformer_layer_{}/qwen3_{}/"
 QWEN = "transformer_layer_{}/qwen_{}/"
 DENSE = "feedforward_gate_dense/kernel"
 ROUTER = "sparse_feedforward_gate_dense/kernel"
+LLAMA4 = "transformer_layer_{}/llama4_sparse_moe_block/"
 PATHS = [
     # Falcon-7B: one key/value head, one norm, no biases.
     shapes(
@@ -503,6 +525,24 @@ PATHS = [
             QWEN3.format(1, "sparse_moe_block") + ROUTER: (32, 4),
         },
     ),
+    # Maverick's interleave: block 0 dense (intermediate_dim_mlp wide),
+    # block 1 MoE with its shared expert.
+    shapes(
+        "Llama4Backbone",
+        {"interleave_moe_layer_step": 2},
+        {
+            "transformer_layer_0/" + DENSE: (32, 48),
+            LLAMA4.format(0) + ROUTER: None,
+            "transformer_layer_1/" + DENSE: None,
+            LLAMA4.format(1) + ROUTER: (32, 4),
+            LLAMA4.format(1) + "experts/expert_feedforward_gate_dense": (
+                4,
+                32,
+                32,
+            ),
+            LLAMA4.format(1) + "shared_expert_dense/" + DENSE: (32, 16),
+        },
+    ),
     shapes(
         "QwenMoeBackbone",
         {"mlp_only_layers": [1]},
@@ -538,6 +578,9 @@ def test_config_options_plan_these_paths(target, overrides, expected, total):
 # metadata for qwen2.5_7b_en says 6,993,420,288; its Hugging Face config
 # (the one here) has 7,615,616,512.
 PRESETS = {
+    # Meta's "109B" and "400B" (Scout's counts its vision tower too).
+    "llama4_scout_17b_16e": 107_769_861_120,
+    "llama4_maverick_17b_128e": 400_711_848_960,
     "bloom_560m_multi": 559_214_592,
     "bloom_3b_multi": 3_002_557_440,
     "falcon_refinedweb_1b_en": 1_311_625_216,
@@ -577,10 +620,23 @@ PRESETS = {
     # keras-hub's 3,075,100,928 counts its RoPE frequencies (36 x 64), a
     # variable there and a constant here.
     "smollm3_3b_en": 3_075_100_928 - 36 * 64,
+    # DeepSeek-V3's published 671B (685B with the multi-token-prediction
+    # block, which is left out).
+    "deepseek_v3_671b": 671_026_419_200,
 }
 # Preset -> options (not shapes: the golden file has those) it must set.
 PYTHIA = {"rotary_percentage": 0.25, "max_sequence_length": 2048}
 PRESET_OPTIONS = {
+    "llama4_scout_17b_16e": {
+        "interleave_moe_layer_step": 1,
+        "use_qk_norm": True,
+        "rope_frequency_adjustment_factor": 16.0,
+    },
+    "llama4_maverick_17b_128e": {
+        "interleave_moe_layer_step": 2,
+        "use_qk_norm": False,
+        "rope_frequency_adjustment_factor": None,
+    },
     "falcon_refinedweb_1b_en": {"layer_norm_epsilon": 1e-5},
     "pythia_410m_en": PYTHIA,
     "pythia_1.4b_en": PYTHIA,
@@ -640,6 +696,9 @@ WINDOWS = [
     (("Qwen3Backbone", "gqa_32_8_untied_window"), {}, 3),
     (("Qwen3MoeBackbone", "e16_top8_gqa_32_4_sparse_step_2"), {}, 1 + 2 * 2),
     (("QwenMoeBackbone", "e60_top4_mha_16_16_dense_first"), {}, 1 + 2 * 3),
+    # Llama 4's chunks of 3 on RoPE blocks; the NoPE block sees it all.
+    ("Llama4Backbone", {"no_rope_layers": [1, 1]}, 3),
+    ("Llama4Backbone", {}, 12),
     # Gemma 2 windows block 0 only, Gemma 3 five blocks of six.
     (("GemmaBackbone", "gqa_8_4_gemma2"), {}, 12),
     (("Gemma3Backbone", "mqa_4_1"), {}, 4),

@@ -19,8 +19,10 @@ import pytest
 from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.layout_errors import LayoutError
 from keras_nlp.distribution.rules import entry_axes
+from keras_nlp.models import DeepSeekV3Backbone
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.models import GPTNeoXBackbone
+from keras_nlp.models import Llama4Backbone
 from keras_nlp.models import LlamaBackbone
 from keras_nlp.models import LlamaCausalLM
 from keras_nlp.models import MixtralBackbone
@@ -95,6 +97,33 @@ SHARDED_FAMILIES = {
             (2, 2, 2): ("batch", None, "context", "model", None),
         },
     ),
+    # A chunked RoPE block (chunks of 4: prompts and generation cross
+    # them) and a global NoPE block with temperature tuning and 4 experts;
+    # 8 key/value heads on 'model'.
+    "llama4_chunked_moe": (
+        Llama4Backbone,
+        dict(
+            vocabulary_size=96,
+            num_layers=2,
+            hidden_dim=64,
+            num_query_heads=8,
+            num_key_value_heads=8,
+            head_dim=8,
+            intermediate_dim=32,
+            intermediate_dim_mlp=64,
+            num_experts=4,
+            interleave_moe_layer_step=2,
+            no_rope_layers=[1, 0],
+            attention_chunk_size=4,
+            floor_scale=4,
+            attn_scale=0.5,
+        ),
+        {
+            (1, 8): (None, None, None, "model", None),
+            (2, 4): ("batch", None, None, "model", None),
+            (2, 2, 2): ("batch", None, "context", "model", None),
+        },
+    ),
     # Mixture of 4 experts (top 2), 8 key/value heads.
     "mixtral_moe": (
         MixtralBackbone,
@@ -112,6 +141,33 @@ SHARDED_FAMILIES = {
             (1, 8): (None, None, None, "model", None),
             (2, 4): ("batch", None, None, "model", None),
             (2, 2, 2): ("batch", None, "context", "model", None),
+        },
+    ),
+    # DeepSeek-V3's cache of one latent and RoPE key per position: no heads
+    # to split, so its length is split over 'model' (after 'context').
+    "deepseek_v3_latent": (
+        DeepSeekV3Backbone,
+        dict(
+            _DIMS,
+            hidden_dim=32,
+            num_query_heads=8,
+            intermediate_dim=32,
+            moe_intermediate_dim=8,
+            n_routed_experts=4,
+            n_shared_experts=1,
+            num_experts_per_tok=2,
+            n_group=2,
+            topk_group=1,
+            q_lora_rank=16,
+            kv_lora_rank=8,
+            qk_nope_head_dim=4,
+            qk_rope_head_dim=4,
+            v_head_dim=4,
+        ),
+        {
+            (1, 8): (None, None, "model", None, None),
+            (2, 4): ("batch", None, "model", None, None),
+            (2, 2, 2): ("batch", None, ("context", "model"), None, None),
         },
     ),
 }
@@ -190,8 +246,10 @@ def has_causal_lm(name):
 DECODER_CLASSES = [name for name in sorted(TINY_CONFIGS) if has_causal_lm(name)]
 
 # The key projection's kernel in an attention layer (or the fused query,
-# key and value kernel), by name.
-KEY_KERNEL = re.compile(r"/(key|key_dense|k_proj|query_key_value)/kernel$")
+# key and value kernel, or DeepSeek-V3's latent projection), by name.
+KEY_KERNEL = re.compile(
+    r"/(key|key_dense|k_proj|query_key_value|key_value_a)/kernel$"
+)
 
 
 def abstract_backbone(backbone_cls, config):
@@ -217,9 +275,13 @@ def expected_cache_spec(attention, plan, kv_heads, batch, length, mesh_shape):
     assert len(kernels) == 1, [w.path for w in attention.weights]
     kernel = kernels[0]
     heads_dims = [i for i, size in enumerate(kernel.shape) if size == kv_heads]
-    assert len(heads_dims) == 1, (kernel.path, kernel.shape, kv_heads)
     kernel_spec = plan.weight(kernel.path).spec
-    on_model = "model" in entry_axes(kernel_spec[heads_dims[0]])
+    if kv_heads == 1 and not heads_dims:
+        # A cache of one latent (DeepSeek-V3's MLA) has no heads to split.
+        on_model = False
+    else:
+        assert len(heads_dims) == 1, (kernel.path, kernel.shape, kv_heads)
+        on_model = "model" in entry_axes(kernel_spec[heads_dims[0]])
     batch_axis = mesh_shape[0] > 1 and batch % mesh_shape[0] == 0
     by_length = (
         not on_model and mesh_shape[1] > 1 and length % mesh_shape[1] == 0
@@ -253,7 +315,8 @@ def test_kv_caches_are_allocated_as_planned(name, mesh_shape):
                 caches, planned, plan.kv_caches, blocks, strict=True
             ):
                 kv_heads = cache_plan.kv_heads
-                assert cache.shape[0] == batch and cache.shape[1] == 2
+                assert cache.shape[0] == batch
+                assert cache.shape[1] == cache_plan.keys_and_values
                 assert cache.shape[3:] == (kv_heads, cache_plan.head_dim)
                 assert padded_spec(cache) == spec, cache_plan.path
                 assert spec == expected_cache_spec(

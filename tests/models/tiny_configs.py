@@ -397,6 +397,51 @@ TINY_CONFIGS = {
             ),
         },
     ),
+    # Chunked local attention and temperature tuning count positions from
+    # the first slot: padding is invisible on the right only.
+    "Llama4Backbone": Enrolment(
+        "keras_nlp.models.llama4.llama4_backbone",
+        {
+            # Scout's pattern: every block MoE, query/key norm; block 1 a
+            # global NoPE block with temperature tuning; chunks of 3.
+            "tiny": dict(
+                _SMALL,
+                **_heads(4, 2),
+                intermediate_dim=16,
+                intermediate_dim_mlp=48,
+                num_experts=4,
+                no_rope_layers=[1, 0],
+                attention_chunk_size=3,
+                floor_scale=2,
+            ),
+            # Maverick's: 40:8 heads in miniature (5:1), MoE on every
+            # other block after a dense one, no query/key norm, top 2,
+            # Llama 3.1 RoPE scaling.
+            "e8_top2_gqa_10_2_step_2": dict(
+                vocabulary_size=256,
+                num_layers=2,
+                **_heads(10, 2, head_dim=8),
+                hidden_dim=40,
+                intermediate_dim=16,
+                intermediate_dim_mlp=64,
+                num_experts=8,
+                top_k=2,
+                interleave_moe_layer_step=2,
+                no_rope_layers=[1, 0],
+                attention_chunk_size=4,
+                use_qk_norm=False,
+                floor_scale=3,
+                attn_scale=0.2,
+                rope_max_wavelength=500.0,
+                rope_frequency_adjustment_factor=8.0,
+                rope_low_freq_factor=1.0,
+                rope_high_freq_factor=4.0,
+                rope_pretraining_sequence_length=16,
+                layer_norm_epsilon=1e-4,
+            ),
+        },
+        invisible_padding="right",
+    ),
     "MixtralBackbone": Enrolment(
         "keras_nlp.models.mixtral.mixtral_backbone",
         {
@@ -586,6 +631,34 @@ TINY_CONFIGS = {
                 decoder_sparse_step=2,
                 sliding_window_size=3,
                 tie_word_embeddings=True,
+            ),
+        },
+    ),
+    "DeepSeekV3Backbone": Enrolment(
+        "keras_nlp.models.deepseek_v3.deepseek_v3_backbone",
+        {
+            # MLA with both latents, a dense first block, then 8 routed
+            # experts in 4 groups (2 kept, 2 per token) and a shared one.
+            "tiny": dict(
+                _SMALL,
+                num_query_heads=8,
+                intermediate_dim=48,
+                moe_intermediate_dim=8,
+                n_routed_experts=8,
+                n_shared_experts=1,
+                num_experts_per_tok=2,
+                n_group=4,
+                topk_group=2,
+                routed_scaling_factor=2.5,
+                first_k_dense_replace=1,
+                q_lora_rank=16,
+                kv_lora_rank=8,
+                qk_nope_head_dim=4,
+                qk_rope_head_dim=4,
+                v_head_dim=4,
+                rope_scaling_factor=4.0,
+                rope_original_max_position_embeddings=8,
+                rope_mscale_all_dims=1.0,
             ),
         },
     ),

@@ -23,6 +23,7 @@ from safetensors.numpy import load_file
 from safetensors.numpy import save_file
 
 from keras_nlp.models import Backbone
+from keras_nlp.models import DeepSeekV3Backbone
 from keras_nlp.models import Llama3Backbone
 from keras_nlp.models import Qwen3Backbone
 from keras_nlp.models import Qwen3MoeBackbone
@@ -46,8 +47,9 @@ QUANTIZATION = {
 WEIGHTS = "model.safetensors"
 # The linears the publisher quantizes (not the MoE router `mlp.gate`).
 QUANTIZED = re.compile(
-    r"model\.layers\.\d+\.(self_attn\.[qkvo]_proj|"
-    r"mlp\.(experts\.\d+\.)?(gate|up|down)_proj)\.weight"
+    r"model\.layers\.\d+\.(self_attn\.([qkvo]|q_[ab]|kv_a|kv_b)_proj"
+    r"(_with_mqa)?|"
+    r"mlp\.(experts\.\d+\.|shared_experts\.)?(gate|up|down)_proj)\.weight"
 )
 _SMALL = dict(
     vocabulary_size=64,
@@ -65,6 +67,27 @@ CASES = {
         **{k: v for k, v in _SMALL.items() if k != "head_dim"}
     ),
     "qwen3": lambda: Qwen3Backbone(**_SMALL),
+    # DeepSeek-V3's MLA and shared experts, as it is published in FP8 (its
+    # latent norms, router and correction bias unquantized).
+    "deepseek_v3": lambda: DeepSeekV3Backbone(
+        vocabulary_size=64,
+        num_layers=2,
+        num_query_heads=4,
+        hidden_dim=40,
+        intermediate_dim=24,
+        moe_intermediate_dim=24,
+        n_routed_experts=4,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        n_group=2,
+        topk_group=1,
+        first_k_dense_replace=1,
+        q_lora_rank=24,
+        kv_lora_rank=16,
+        qk_nope_head_dim=8,
+        qk_rope_head_dim=4,
+        v_head_dim=8,
+    ),
     "qwen3_moe": lambda: Qwen3MoeBackbone(
         **_SMALL,
         moe_intermediate_dim=24,

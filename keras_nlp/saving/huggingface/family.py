@@ -237,6 +237,10 @@ class HuggingFaceFamily:
             that follow from which tensors a checkpoint holds rather than
             from its config (RoBERTa's pooler: `keep_pooler=True`), or
             None. Applied when weights load.
+        ignorable_for_config: `(our config) -> regexes`, more
+            `ignorable_tensors` that depend on the config (DeepSeek-V3's
+            multi-token-prediction block after its `num_layers` blocks),
+            or None.
     """
 
     model_type: object
@@ -251,6 +255,7 @@ class HuggingFaceFamily:
     base_prefix: str = "model."
     old_names: tuple = ()
     tensor_options: object = None
+    ignorable_for_config: object = None
 
     @property
     def model_types(self):
@@ -267,6 +272,13 @@ class HuggingFaceFamily:
         if callable(self.weights):
             return list(self.weights(config))
         return list(self.weights)
+
+    def ignorable(self, config):
+        """The regexes of tensors our `config` may leave unused."""
+        extra = ()
+        if self.ignorable_for_config is not None:
+            extra = tuple(self.ignorable_for_config(config))
+        return tuple(self.ignorable_tensors) + extra
 
     def options_for_tensors(self, names):
         """Our arguments that the checkpoint's tensor `names` decide."""

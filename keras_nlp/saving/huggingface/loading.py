@@ -187,7 +187,7 @@ def match_checkpoint(model, family, config, checkpoint, fp8=None):
     # A backbone drops the task heads' tensors (their tasks load them).
     ignorable = [
         re.compile(p)
-        for p in family.ignorable_tensors
+        for p in family.ignorable(config)
         + task_head_patterns(family.model_types[0])
     ]
     extra = [
