@@ -183,6 +183,20 @@ COUNTS = {
         "flan_base_multi": (247_577_856, "ac7b96fb"),
         "flan_large_multi": (783_150_080, "3b99f20d"),
     },
+    "T5Gemma2Backbone": {
+        "t5gemma2_270m_270m": (536_196_352, "06667dd0"),
+        "t5gemma2_1b_1b": (1_999_771_904, "f82cef72"),
+        "t5gemma2_4b_4b": (7_760_198_656, "3be717fd"),
+    },
+    "T5GemmaBackbone": {
+        "t5gemma_s_s_ul2": (312_517_632, "af0215f7"),
+        "t5gemma_b_b_ul2": (591_490_560, "329eb797"),
+        "t5gemma_l_l_ul2": (1_241_761_792, "df08198e"),
+        "t5gemma_xl_xl_ul2": (3_766_980_608, "a9449904"),
+        "t5gemma_2b_2b_ul2": (5_596_853_760, "e7daa489"),
+        "t5gemma_9b_2b_ul2": (12_292_375_296, "f6c9d3e8"),
+        "t5gemma_9b_9b_ul2": (20_333_401_088, "f09c600a"),
+    },
     "WhisperBackbone": {
         "whisper_tiny_en": (37_760_256, "6d475d8d"),
         "whisper_base_en": (72_593_408, "7852c2bc"),

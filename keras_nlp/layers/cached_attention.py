@@ -179,6 +179,11 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         sublayer_names: optional dict overriding the names of the
             projections (`query`, `key`, `value`, `output`) and norms
             (`query_norm`, `key_norm`), which are the variable paths.
+        key_value_input_dim: int or `None`. Keyword-only. Width of the
+            inputs the key and value projections read, when it differs
+            from the queries' (cross-attention over an encoder of another
+            width, T5Gemma 9B-2B); `None` means the queries' width.
+            Defaults to `None`.
         use_sinks: bool. A learned logit per query head, the variable
             `sinks` `(num_query_heads,)`, joins each query's softmax
             denominator as a key without a value (GPT-OSS's attention
@@ -259,6 +264,8 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         sublayer_names=None,
         use_key_bias=None,
         use_sinks=False,
+        *,
+        key_value_input_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -301,6 +308,7 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.sublayer_names = dict(sublayer_names or {})
         self.use_sinks = use_sinks
+        self.key_value_input_dim = key_value_input_dim
         self._names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
         declare_dims(self, sinks=("heads",))
 
@@ -343,17 +351,20 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
             EQUATIONS[layout + "query"], self.num_query_heads, "nh", "query"
         )
         self.query_dense.build(input_shape)
+        key_value_shape = input_shape
+        if self.key_value_input_dim is not None:
+            key_value_shape = (*input_shape[:-1], self.key_value_input_dim)
         self.key_dense = self._projection(
             EQUATIONS[layout + "key"], self.num_key_value_heads, "kh", "key"
         )
-        self.key_dense.build(input_shape)
+        self.key_dense.build(key_value_shape)
         self.value_dense = self._projection(
             EQUATIONS[layout + "value"],
             self.num_key_value_heads,
             "kh",
             "value",
         )
-        self.value_dense.build(input_shape)
+        self.value_dense.build(key_value_shape)
 
         heads_shape = (None, None, self.num_query_heads, self._head_dim)
         if self.flat_output_kernel:
@@ -591,6 +602,9 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
                 "use_sinks": self.use_sinks,
             }
         )
+        # Only when set, so the configs of existing models read as before.
+        if self.key_value_input_dim is not None:
+            config["key_value_input_dim"] = self.key_value_input_dim
         return config
 
     @classmethod

@@ -40,6 +40,8 @@ from keras_nlp.models.family_masked_lms import FNetMaskedLM
 from keras_nlp.models.family_masked_lms import RobertaMaskedLM
 from keras_nlp.models.family_masked_lms import XLMRobertaMaskedLM
 from keras_nlp.models.family_seq2seq_lms import BartSeq2SeqLM
+from keras_nlp.models.family_seq2seq_lms import T5Gemma2Seq2SeqLM
+from keras_nlp.models.family_seq2seq_lms import T5GemmaSeq2SeqLM
 from keras_nlp.models.family_seq2seq_lms import T5Seq2SeqLM
 from keras_nlp.models.family_seq2seq_lms import WhisperAudioToText
 from keras_nlp.models.family_text_classifiers import AlbertClassifier
@@ -82,6 +84,8 @@ from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
 from keras_nlp.models.seq2seq_lm import Seq2SeqLM
 from keras_nlp.models.smollm3.smollm3_backbone import SmolLM3Backbone
 from keras_nlp.models.t5.t5_backbone import T5Backbone
+from keras_nlp.models.t5gemma.t5gemma_backbone import T5GemmaBackbone
+from keras_nlp.models.t5gemma2.t5gemma2_backbone import T5Gemma2Backbone
 from keras_nlp.models.text_classifier import TextClassifier
 from keras_nlp.models.whisper.whisper_backbone import WhisperBackbone
 from keras_nlp.models.xlm_roberta.xlm_roberta_backbone import XLMRobertaBackbone
@@ -144,6 +148,10 @@ __all__ = [
     "SmolLM3Backbone",
     "SmolLM3CausalLM",
     "T5Backbone",
+    "T5Gemma2Backbone",
+    "T5Gemma2Seq2SeqLM",
+    "T5GemmaBackbone",
+    "T5GemmaSeq2SeqLM",
     "T5Seq2SeqLM",
     "WhisperAudioToText",
     "WhisperBackbone",

@@ -433,3 +433,34 @@ def test_query_chunks_equal_whole_attention(option):
         .as_text()
     )
     assert "while" in text
+
+
+def test_keys_and_values_from_a_wider_encoder():
+    """`key_value_input_dim`: cross-attention whose keys and values are
+    projected from inputs wider than the queries' (T5Gemma 9B-2B)."""
+    layer = CachedGroupedQueryAttention(
+        num_query_heads=4, num_key_value_heads=2, key_value_input_dim=48
+    )
+    layer.build((None, None, 32))
+    assert tuple(layer.query_dense.kernel.shape) == (32, 4, 8)
+    assert tuple(layer.key_dense.kernel.shape) == (48, 2, 8)
+    assert tuple(layer.value_dense.kernel.shape) == (48, 2, 8)
+    queries = make_inputs()[:, :3]
+    sources = np.random.default_rng(1).normal(size=(2, 5, 48))
+    sources = sources.astype("float32")
+    outputs = layer(queries, key_value_inputs=sources)
+    assert tuple(outputs.shape) == (2, 3, 32)
+    # Reading the precomputed keys and values gives the same outputs.
+    cached = layer(queries, key_value_cache=layer.key_value_cache(sources))
+    np.testing.assert_allclose(numpy(cached), numpy(outputs), atol=1e-6)
+    config = layer.get_config()
+    assert config["key_value_input_dim"] == 48
+    assert (
+        CachedGroupedQueryAttention.from_config(config).key_value_input_dim
+        == 48
+    )
+    # Unset, configs read as before the option existed.
+    plain = CachedGroupedQueryAttention(
+        num_query_heads=4, num_key_value_heads=2
+    )
+    assert "key_value_input_dim" not in plain.get_config()

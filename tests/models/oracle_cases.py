@@ -25,6 +25,7 @@ from tests.models.backbone_checks import random_inputs
 from tests.models.backbone_checks import unit_scale_value
 from tests.models.backbone_checks import vocabulary_of
 from tests.models.tiny_configs import smollm3_config
+from tests.models.tiny_configs import t5gemma_config
 
 
 @dataclasses.dataclass(frozen=True)
@@ -250,6 +251,38 @@ _SMALL_EMBEDDINGS = (("embeddings/", 1e-3),)
 _TINY_TABLES = (("token_and_position_embedding/", 1e-5),)
 _LENGTH_16 = dict(max_sequence_length=16)
 
+
+def _t5gemma_inputs(config, batch=3, length=12):
+    """Both sides padded on the right by one token (row 0), so that even a
+    window of 3 centered on a padded encoder query holds a real key (with
+    none, keras-hub's additive mask attends outside its window)."""
+    rng = np.random.default_rng(0)
+    inputs = {}
+    for side in ("encoder", "decoder"):
+        ids = rng.integers(1, config["vocabulary_size"], (batch, length))
+        mask = np.ones((batch, length), "int32")
+        mask[0, -1:] = 0
+        ids[0, -1:] = 0
+        inputs[f"{side}_token_ids"] = ids.astype("int32")
+        inputs[f"{side}_padding_mask"] = mask
+    return inputs
+
+
+def _t5gemma_row(id, backbone, config, **kw):
+    return _encoder_row(
+        id,
+        backbone,
+        config,
+        _t5gemma_inputs,
+        # The final norms, which keras-hub leaves unnamed.
+        auto_named=("rms_normalization",),
+        **kw,
+    )
+
+
+_T5GEMMA_SIDE = (32, 48, 4, 2, 8)
+_SLIDING_FULL = ("sliding_attention", "full_attention")
+
 ENCODER_CASES = [
     # ALBERT: the presets' one shared block with 12 heads (base), and
     # groups of several blocks, each group run more than once.
@@ -426,6 +459,95 @@ ENCODER_CASES = [
         )
         for heads, hidden in ((4, 32), (12, 96))
     ),
+    # T5Gemma: windows of 4 (keras-hub's decoder keeps 5 keys) with soft
+    # caps; an encoder wider than the decoder (t5gemma_9b_2b) with biases,
+    # an untied output and another RoPE base; 8:1 heads and a full layer
+    # first.
+    _t5gemma_row(
+        "t5gemma-gqa_4_2-window4-softcaps",
+        "T5GemmaBackbone",
+        t5gemma_config(
+            _T5GEMMA_SIDE,
+            _T5GEMMA_SIDE,
+            _SLIDING_FULL,
+            sliding_window=4,
+            query_pre_attn_scalar=8.0,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=30.0,
+        ),
+        live=True,
+    ),
+    _t5gemma_row(
+        "t5gemma-wide_encoder-bias-untied",
+        "T5GemmaBackbone",
+        t5gemma_config(
+            (48, 64, 8, 4, 8),
+            (32, 48, 4, 1, 8),
+            _SLIDING_FULL,
+            sliding_window=3,
+            query_pre_attn_scalar=16.0,
+            attention_bias=True,
+            tie_word_embeddings=False,
+            rope_max_wavelength=500.0,
+            cross_attention_hidden_size=48,
+        ),
+    ),
+    _t5gemma_row(
+        "t5gemma-mqa_8_1-full_first",
+        "T5GemmaBackbone",
+        t5gemma_config(
+            (32, 48, 8, 1, 4),
+            (32, 48, 8, 1, 4),
+            ("full_attention", "sliding_attention", "sliding_attention"),
+            sliding_window=2,
+            query_pre_attn_scalar=4.0,
+        ),
+    ),
+    # T5Gemma 2: q/k norms, merged self- and cross-attention; windows of 4
+    # and 3 (the encoder's centered); the 4B's scaled global RoPE, the
+    # encoder's own RoPE options, biases, untied, soft caps; no q/k norms.
+    _t5gemma_row(
+        "t5gemma2-gqa_4_2-window4",
+        "T5Gemma2Backbone",
+        t5gemma_config(
+            _T5GEMMA_SIDE,
+            _T5GEMMA_SIDE,
+            _SLIDING_FULL,
+            sliding_window=4,
+            query_pre_attn_scalar=8.0,
+        ),
+        live=True,
+    ),
+    _t5gemma_row(
+        "t5gemma2-mqa_4_1-window3-options",
+        "T5Gemma2Backbone",
+        t5gemma_config(
+            (32, 48, 4, 1, 8),
+            (32, 48, 4, 1, 8),
+            _SLIDING_FULL + ("sliding_attention",),
+            sliding_window=3,
+            query_pre_attn_scalar=16.0,
+            global_rope_scaling_factor=8.0,
+            rope_max_wavelength=300.0,
+            encoder_rope_max_wavelength=500.0,
+            encoder_global_rope_scaling_factor=2.0,
+            attention_bias=True,
+            tie_word_embeddings=False,
+            attn_logit_softcapping=5.0,
+            final_logit_softcapping=30.0,
+        ),
+    ),
+    _t5gemma_row(
+        "t5gemma2-no_qk_norm",
+        "T5Gemma2Backbone",
+        t5gemma_config(
+            _T5GEMMA_SIDE,
+            _T5GEMMA_SIDE,
+            ("full_attention",),
+            query_pre_attn_scalar=8.0,
+            use_query_key_norm=False,
+        ),
+    ),
 ]
 
 
@@ -579,6 +701,19 @@ def _t5_bias_tables(model):
 
 
 ENCODER_MISTAKES = [
+    # keras-hub's T5Gemma decoder window keeps `sliding_window + 1` keys
+    # (its encoder none): one key fewer must show.
+    Mistake(
+        "t5gemma-gqa_4_2-window4-softcaps",
+        "decoder_window_one_key_short",
+        config=dict(sliding_window=3),
+    ),
+    # Full layers of T5Gemma 2 scale their RoPE positions.
+    Mistake(
+        "t5gemma2-mqa_4_1-window3-options",
+        "global_rope_unscaled",
+        config=dict(global_rope_scaling_factor=1.0),
+    ),
     Mistake(
         "albert-groups2_inner2",
         "swap_groups",

@@ -332,6 +332,24 @@ INVALID = {
         ({"partial_rotary_factor": 0.5}, "Received: 0.5|1.0"),
         KV_3,
     ],
+    "T5GemmaBackbone": [
+        ({"encoder_layer_types": ["full_attention"]}, "{}|2 layers"),
+        (
+            {"decoder_layer_types": ["sliding_attention", "local"]},
+            "'local'|full_attention",
+        ),
+        ({"sliding_window": None}, "sliding_attention|{}"),
+        ({"dropout_rate": 1.5}, "{}|[0, 1)"),
+        (
+            {"decoder_num_key_value_heads": 3},
+            "num_key_value_heads=3|must divide",
+        ),
+    ],
+    "T5Gemma2Backbone": [
+        ({"vision_encoder": {"image_size": 16}}, "text encoder-decoder|dict"),
+        ({"decoder_hidden_dim": 48}, "{}|encoder_hidden_dim=32"),
+        ({"encoder_layer_types": ["global"] * 2}, "'global'|sliding_attention"),
+    ],
 }
 
 

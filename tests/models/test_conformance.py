@@ -280,10 +280,10 @@ def test_output_shape(case):
     ref = reference(*case)
     enrolment = TINY_CONFIGS[case[0]]
     batch, length = 8, 12  # the inputs' default shape
-    hidden_dim = ref.config["hidden_dim"]
     if enrolment.output_shapes is not None:
         expected = enrolment.output_shapes(ref.config, batch, length)
     else:
+        hidden_dim = ref.config["hidden_dim"]
         expected = {"sequence_output": (batch, length, hidden_dim)}
         if enrolment.pooled:
             expected["pooled_output"] = (batch, hidden_dim)

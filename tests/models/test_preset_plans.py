@@ -74,6 +74,10 @@ PROMISES = {
     "RobertaBackbone": dict(encoder=True),
     "SmolLM3Backbone": _WHOLE,
     "T5Backbone": _WHOLE,
+    # Heads that a model axis does not divide (the 2B's 4 key/value heads
+    # on 8, T5Gemma 2's single one) put the kernels' hidden over both axes.
+    "T5Gemma2Backbone": dict(ratio=RATIO_BOUND),
+    "T5GemmaBackbone": dict(ratio=RATIO_BOUND),
     "WhisperBackbone": dict(encoder=True),
     "XLMRobertaBackbone": dict(encoder=True),
 }
@@ -118,6 +122,23 @@ PUBLISHED_COUNTS = {
     "flan_small_multi": 76_961_152,
     "flan_base_multi": 247_577_856,
     "flan_large_multi": 783_150_080,
+    # T5Gemma: two untied token tables, as keras-hub counts them.
+    "t5gemma_s_s_ul2": 312_517_632,
+    "t5gemma_b_b_ul2": 591_490_560,
+    "t5gemma_l_l_ul2": 1_241_761_792,
+    "t5gemma_xl_xl_ul2": 3_766_980_608,
+    "t5gemma_2b_2b_ul2": 5_596_853_760,
+    "t5gemma_9b_2b_ul2": 12_292_375_296,
+    "t5gemma_9b_9b_ul2": 20_333_401_088,
+    # T5Gemma 2: keras-hub's counts with its vision tower, which is not
+    # built here: a 416,866,032-parameter SigLIP encoder, its projection
+    # to the hidden width (1152 x hidden + 1152) and in the 4B two
+    # end-of-image embeddings (2 x hidden).
+    "t5gemma2_270m_270m": 953_800_816 - 416_866_032 - (1152 * 640 + 1152),
+    "t5gemma2_1b_1b": 2_417_966_192 - 416_866_032 - (1152 * 1152 + 1152),
+    "t5gemma2_4b_4b": (
+        8_180_020_080 - 416_866_032 - (1152 * 2560 + 1152) - 2 * 2560
+    ),
 }
 # Differences a failure lists, at most.
 SHOWN = 12

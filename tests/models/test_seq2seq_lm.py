@@ -16,6 +16,7 @@ import pytest
 
 import keras_nlp.models
 from keras_nlp.distribution.backbone_planner import backbone_variables
+from keras_nlp.models.t5gemma.t5gemma_backbone import FINAL_NORM_NAMES
 from keras_nlp.models.task_preprocessing import preset_token_id
 from keras_nlp.tokenizers import Tokenizer
 from tests import oracles
@@ -33,6 +34,9 @@ from tests.tokenizers import tiny_tokenizers
 CASES = {
     "BartBackbone": ("BartSeq2SeqLM", "tiny"),
     "T5Backbone": ("T5Seq2SeqLM", "relu_tied_8_heads"),
+    # Soft caps and windows (T5Gemma), merged attention (T5Gemma 2).
+    "T5GemmaBackbone": ("T5GemmaSeq2SeqLM", "tiny"),
+    "T5Gemma2Backbone": ("T5Gemma2Seq2SeqLM", "tiny"),
 }
 DATA_PREFIX = "seq2seq_lm-"
 LIVE_CASE = "BartBackbone"
@@ -112,10 +116,21 @@ def hub_lm(name):
     oracle = getattr(keras_hub.models, name)(**config)
     ours = backbone_variables(backbone_cls, config)
     by_path = dict(zip((v.path for v in ours), values, strict=True))
+    # T5Gemma's final norms are auto-named in keras-hub: numbered per
+    # session, fresh-session numbers in ours.
+    renamed = {
+        getattr(oracle, f"{side}_norm").scale.path: (f"{norm_name}/scale")
+        for side, norm_name in zip(
+            ("encoder", "decoder"), FINAL_NORM_NAMES, strict=True
+        )
+        if name.startswith("T5Gemma")
+    }
     if name == "T5Backbone":
         pairs = zip(oracle.weights, values, strict=True)
     else:
-        pairs = [(v, by_path[v.path]) for v in oracle.weights]
+        pairs = [
+            (v, by_path[renamed.get(v.path, v.path)]) for v in oracle.weights
+        ]
     for variable, value in pairs:
         variable.assign(value)
     lm = getattr(keras_hub.models, task)(backbone=oracle, preprocessor=None)
@@ -447,3 +462,48 @@ def test_keras_hub_preprocessor_packs_text_for_generate_and_fit():
     np.testing.assert_array_equal(y, hub_y)
     np.testing.assert_array_equal(sample_weight, hub_weight)
     assert x["decoder_token_ids"].shape == (2, 8)
+
+
+@pytest.mark.multi_device
+@pytest.mark.parametrize(
+    "name, mesh",
+    [
+        # 2 key/value heads: on the model axis of 2, whole on that of 4 (the
+        # self-attention's fallback, which the cross-attention's follows).
+        ("T5GemmaBackbone", (4, 2)),
+        # One merged attention per block: both caches follow its kernel.
+        ("T5Gemma2Backbone", (2, 4)),
+    ],
+    ids=str,
+)
+def test_t5gemma_cross_attention_caches_are_laid_out_like_self(name, mesh):
+    ref = reference(name)
+    task = getattr(keras_nlp.models, CASES[name][0])
+    inputs = generation_inputs(ref.config["vocabulary_size"])
+    inputs = {k: np.concatenate([v, v[:1]]) for k, v in inputs.items()}
+    expected = task(ref.backbone).generate(inputs, stop_token_ids=None)
+
+    backbone, distribution = sharded(name, "tiny", mesh)
+    lm = task(backbone)
+    with distribution.scope():
+        actual = lm.generate(inputs, stop_token_ids=None)
+        caches = lm.init_cache(4, WIDTH)
+        width = ref.config["encoder_hidden_dim"]
+        encoder_output = np.zeros((4, 9, width), "float32")
+        cross = jax.jit(lm.cross_attention_caches)(encoder_output)
+        self_plans, cross_plans = lm._cache_plans()
+    np.testing.assert_array_equal(
+        actual["decoder_token_ids"], expected["decoder_token_ids"]
+    )
+    kv_heads = ref.config["decoder_num_key_value_heads"]
+    heads = "model" if kv_heads % mesh[1] == 0 else None
+    layers = ref.config["decoder_num_layers"]
+    assert [p.spec[3] for p in self_plans + cross_plans] == [heads] * (
+        2 * layers
+    )
+    expected_sharding = jax.sharding.NamedSharding(
+        distribution.device_mesh.backend_mesh,
+        jax.sharding.PartitionSpec("batch", None, None, heads, None),
+    )
+    for cache in (caches[0], cross[-1]):
+        assert cache.sharding.is_equivalent_to(expected_sharding, 5)

@@ -213,6 +213,49 @@ def smollm3_config(heads, key_value_heads, rope, **options):
     )
 
 
+def t5gemma_config(encoder, decoder, layer_types, **options):
+    """A T5Gemma (or T5Gemma 2) config: `encoder` and `decoder` are
+    `(hidden, intermediate, heads, key/value heads, head_dim)`, one block
+    per entry of `layer_types` on each side; `options` add the rest
+    (also for the oracle cases)."""
+    config = dict(vocabulary_size=96)
+    for side, sizes in (("encoder", encoder), ("decoder", decoder)):
+        hidden, intermediate, heads, kv_heads, head_dim = sizes
+        config.update(
+            {
+                f"{side}_hidden_dim": hidden,
+                f"{side}_intermediate_dim": intermediate,
+                f"{side}_num_layers": len(layer_types),
+                f"{side}_num_attention_heads": heads,
+                f"{side}_num_key_value_heads": kv_heads,
+                f"{side}_head_dim": head_dim,
+                f"{side}_layer_types": list(layer_types),
+            }
+        )
+    return config | options
+
+
+def _t5gemma_output_shapes(config, batch, length):
+    return {
+        f"{side}_sequence_output": (batch, length, config[f"{side}_hidden_dim"])
+        for side in ("encoder", "decoder")
+    }
+
+
+_SLIDING_FULL = ("sliding_attention", "full_attention")
+# T5Gemma: a window of 4 over 12 tokens, soft caps, queries scaled by the
+# head size.
+_T5GEMMA_TINY = t5gemma_config(
+    (32, 48, 4, 2, 8),
+    (32, 48, 4, 2, 8),
+    _SLIDING_FULL,
+    sliding_window=4,
+    query_pre_attn_scalar=8.0,
+    attn_logit_softcapping=50.0,
+    final_logit_softcapping=30.0,
+)
+
+
 # BART, T5: token ids and padding masks of both stacks in, both sequences
 # out; LoRA's targets in encoder self-attention, decoder self- and
 # cross-attention.
@@ -1117,6 +1160,69 @@ TINY_CONFIGS = {
                 layer_norm_epsilon=1e-4,
             ),
         },
+    ),
+    "T5GemmaBackbone": Enrolment(
+        "keras_nlp.models.t5gemma.t5gemma_backbone",
+        {
+            "tiny": _T5GEMMA_TINY,
+            # t5gemma_9b_2b: an encoder wider than the decoder, whose
+            # cross-attention projects keys and values from it; 8:4 and
+            # 4:1 heads, biases, an untied output, dropout.
+            "wide_encoder_bias_untied": t5gemma_config(
+                (48, 64, 8, 4, 8),
+                (32, 48, 4, 1, 8),
+                _SLIDING_FULL,
+                sliding_window=5,
+                query_pre_attn_scalar=16.0,
+                attention_bias=True,
+                tie_word_embeddings=False,
+                dropout_rate=0.1,
+                attention_dropout=0.1,
+                rope_max_wavelength=500.0,
+                cross_attention_hidden_size=48,
+            ),
+        },
+        **dict(
+            _SEQ2SEQ,
+            distinct_blocks=lambda c: 3 * c["encoder_num_layers"],
+            output_shapes=_t5gemma_output_shapes,
+        ),
+    ),
+    "T5Gemma2Backbone": Enrolment(
+        "keras_nlp.models.t5gemma2.t5gemma2_backbone",
+        {
+            "tiny": t5gemma_config(
+                (32, 48, 4, 2, 8),
+                (32, 48, 4, 2, 8),
+                _SLIDING_FULL,
+                sliding_window=4,
+                query_pre_attn_scalar=8.0,
+            ),
+            # t5gemma2_270m / 1b's 4:1 heads; the 4b's scaled global RoPE;
+            # an odd window, the encoder's own RoPE options, biases, an
+            # untied output, soft caps and dropout.
+            "mqa_4_1_options": t5gemma_config(
+                (32, 48, 4, 1, 8),
+                (32, 48, 4, 1, 8),
+                _SLIDING_FULL,
+                sliding_window=3,
+                query_pre_attn_scalar=16.0,
+                global_rope_scaling_factor=8.0,
+                encoder_rope_max_wavelength=500.0,
+                encoder_global_rope_scaling_factor=2.0,
+                attention_bias=True,
+                tie_word_embeddings=False,
+                attn_logit_softcapping=50.0,
+                final_logit_softcapping=30.0,
+                dropout_rate=0.1,
+            ),
+        },
+        **dict(
+            _SEQ2SEQ,
+            # One merged attention per decoder block.
+            distinct_blocks=lambda c: 2 * c["encoder_num_layers"],
+            output_shapes=_t5gemma_output_shapes,
+        ),
     ),
     "T5Backbone": Enrolment(
         "keras_nlp.models.t5.t5_backbone",

@@ -5,7 +5,11 @@ whole test of a family; a case is one tiny checkpoint.
 """
 
 import keras
+import numpy as np
+import pytest
 
+from tests.models.backbone_checks import output_arrays
+from tests.models.tiny_configs import t5gemma_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
 from tests.saving.huggingface_checkpoints import tensor_writer
@@ -291,3 +295,277 @@ class TestSmolLM3Checkpoints(HuggingFaceFamilyTests):
             theirs_as_ours=_smollm3_as_ours,
         )
     ]
+
+
+_T5GEMMA_SIDES = ("encoder", "decoder")
+
+
+def _t5gemma_side_config(oracle, side):
+    fields = {
+        "model_type": "t5gemma_module",
+        "vocab_size": oracle.vocabulary_size,
+        "hidden_size": getattr(oracle, f"{side}_hidden_dim"),
+        "intermediate_size": getattr(oracle, f"{side}_intermediate_dim"),
+        "num_hidden_layers": getattr(oracle, f"{side}_num_layers"),
+        "num_attention_heads": getattr(oracle, f"{side}_num_attention_heads"),
+        "num_key_value_heads": getattr(oracle, f"{side}_num_key_value_heads"),
+        "head_dim": getattr(oracle, f"{side}_head_dim"),
+        "layer_types": getattr(oracle, f"{side}_layer_types"),
+        "hidden_activation": "gelu_pytorch_tanh",
+        "max_position_embeddings": 8192,
+        "initializer_range": 0.02,
+        "rms_norm_eps": oracle.rms_norm_eps,
+        "use_cache": True,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "bos_token_id": 2,
+        "rope_theta": oracle.rope_max_wavelength,
+        "attention_bias": oracle.attention_bias,
+        "attention_dropout": 0.0,
+        "query_pre_attn_scalar": oracle.query_pre_attn_scalar,
+        "sliding_window": oracle.sliding_window,
+        "final_logit_softcapping": oracle.final_logit_softcapping,
+        "attn_logit_softcapping": oracle.attn_logit_softcapping,
+        "dropout_rate": 0.0,
+    }
+    if side == "decoder":
+        fields.update(
+            is_decoder=True,
+            cross_attention_hidden_size=oracle.encoder_hidden_dim,
+        )
+    return fields
+
+
+def _t5gemma_config(oracle):
+    """`config.json` as transformers' T5GemmaConfig writes it."""
+    return {
+        "model_type": "t5gemma",
+        "architectures": ["T5GemmaForConditionalGeneration"],
+        "encoder": _t5gemma_side_config(oracle, "encoder"),
+        "decoder": _t5gemma_side_config(oracle, "decoder"),
+        "is_encoder_decoder": True,
+        "dropout_rate": 0.0,
+        "classifier_dropout_rate": 0.0,
+        "attention_dropout": 0.0,
+        "tie_word_embeddings": True,
+        "vocab_size": oracle.vocabulary_size,
+        "pad_token_id": 0,
+        "eos_token_id": 1,
+        "bos_token_id": 2,
+        "decoder_start_token_id": 2,
+        "torch_dtype": "float32",
+    }
+
+
+def _t5gemma_tensors(oracle):
+    """Named as keras-hub's `convert_t5gemma` reads them, with
+    `T5GemmaForConditionalGeneration`'s `model.` prefix and its tied
+    `lm_head.out_proj`."""
+    tensors = {
+        "lm_head.out_proj.weight": oracle.decoder_token_embedding.embeddings
+    }
+    for side, embedding in zip(
+        _T5GEMMA_SIDES,
+        (oracle.token_embedding, oracle.decoder_token_embedding),
+        strict=True,
+    ):
+        prefix = f"model.{side}."
+        tensors[prefix + "embed_tokens.weight"] = embedding.embeddings
+        tensors[prefix + "norm.weight"] = getattr(oracle, f"{side}_norm").scale
+        for i, layer in enumerate(getattr(oracle, f"{side}_layers")):
+            block = f"{prefix}layers.{i}."
+            attentions = [("self_attn", layer.self_attn)]
+            norms = ["pre_self_attn", "post_self_attn"]
+            if side == "decoder":
+                attentions.append(("cross_attn", layer.cross_attn))
+                norms += ["pre_cross_attn", "post_cross_attn"]
+            for name, attention in attentions:
+                output = attention.output_dense.kernel.numpy()
+                tensors[block + f"{name}.o_proj.weight"] = output.reshape(
+                    -1, output.shape[-1]
+                ).T
+                for proj in ("query", "key", "value"):
+                    kernel = getattr(attention, f"{proj}_dense").kernel.numpy()
+                    tensors[block + f"{name}.{proj[0]}_proj.weight"] = (
+                        kernel.reshape(kernel.shape[0], -1).T
+                    )
+            for norm in norms:
+                tensors[block + f"{norm}_layernorm.weight"] = getattr(
+                    layer, f"{norm}_layernorm"
+                ).scale
+            for norm in ("pre_feedforward", "post_feedforward"):
+                tensors[block + f"{norm}_layernorm.weight"] = getattr(
+                    layer, f"{norm}_layernorm"
+                ).scale
+            for name in ("gate_proj", "up_proj", "down_proj"):
+                kernel = getattr(layer.mlp, name).kernel.numpy()
+                tensors[block + f"mlp.{name}.weight"] = kernel.T
+    return tensors
+
+
+def _t5gemma_inputs(vocabulary_size):
+    from tests.models.tiny_configs import _seq2seq_inputs
+
+    return _seq2seq_inputs(
+        {"vocabulary_size": vocabulary_size}, batch=2, length=10
+    )
+
+
+def _both_sides_real(inputs, outputs):
+    """Both sides' outputs at their real tokens, one after the other."""
+    outputs = output_arrays(outputs)
+    return np.concatenate(
+        [
+            outputs[f"{side}_sequence_output"][
+                np.asarray(inputs[f"{side}_padding_mask"]).astype(bool)
+            ].ravel()
+            for side in _T5GEMMA_SIDES
+        ]
+    )
+
+
+class TestT5GemmaCheckpoints(HuggingFaceFamilyTests):
+    # Compiling the encoder-decoder on a mesh costs more than loading.
+    meshes = ((2, 4),)
+    cases = [
+        HFCase(
+            "t5gemma_wide_encoder",
+            "T5GemmaBackbone",
+            t5gemma_config(
+                (48, 64, 4, 2, 8),
+                (32, 48, 4, 1, 8),
+                ("sliding_attention", "full_attention"),
+                sliding_window=4,
+                query_pre_attn_scalar=8.0,
+                attn_logit_softcapping=50.0,
+                final_logit_softcapping=30.0,
+                cross_attention_hidden_size=48,
+            ),
+            writer=tensor_writer(_t5gemma_config, _t5gemma_tensors),
+            inputs=_t5gemma_inputs,
+            outputs=_both_sides_real,
+        )
+    ]
+
+
+def _t5gemma2_side_config(oracle, side):
+    fields = _t5gemma_side_config(oracle, side)
+    del fields["rope_theta"]
+    wavelength = oracle.rope_max_wavelength
+    factor = oracle.global_rope_scaling_factor
+    if side == "encoder":
+        wavelength = oracle.encoder_rope_max_wavelength or wavelength
+        factor = oracle.encoder_global_rope_scaling_factor or factor
+    fields.update(
+        model_type=f"t5gemma2_{'text' if side == 'encoder' else side}",
+        use_qk_norm=oracle.use_query_key_norm,
+        tie_word_embeddings=True,
+        rope_parameters={
+            "sliding_attention": {
+                "rope_type": "default",
+                "rope_theta": wavelength,
+            },
+            "full_attention": {
+                "rope_type": "linear",
+                "factor": factor,
+                "rope_theta": 1_000_000.0,
+            },
+        },
+    )
+    fields.pop("is_decoder", None)
+    fields.pop("cross_attention_hidden_size", None)
+    return fields
+
+
+def _t5gemma2_config(oracle):
+    """`config.json` as transformers' T5Gemma2Config writes it, without
+    the vision tower's `vision_config`."""
+    config = _t5gemma_config(oracle)
+    config.update(
+        model_type="t5gemma2",
+        architectures=["T5Gemma2ForConditionalGeneration"],
+        encoder={
+            "model_type": "t5gemma2_encoder",
+            "text_config": _t5gemma2_side_config(oracle, "encoder"),
+        },
+        decoder=_t5gemma2_side_config(oracle, "decoder"),
+        eoi_token_index=oracle.eoi_token_index,
+    )
+    return config
+
+
+def _t5gemma2_tensors(oracle):
+    """Named as keras-hub's `convert_t5gemma2` reads them: one token table
+    (the encoder's), each decoder block's merged attention as `self_attn`."""
+    tensors = {
+        "model.encoder.embed_tokens.weight": oracle.token_embedding.embeddings
+    }
+    for side in _T5GEMMA_SIDES:
+        prefix = f"model.{side}."
+        tensors[prefix + "norm.weight"] = getattr(oracle, f"{side}_norm").scale
+        for i, layer in enumerate(getattr(oracle, f"{side}_layers")):
+            block = f"{prefix}layers.{i}."
+            attention = (
+                layer.self_attn if side == "encoder" else layer.merged_attn
+            )
+            output = attention.output_dense.kernel.numpy()
+            tensors[block + "self_attn.o_proj.weight"] = output.reshape(
+                -1, output.shape[-1]
+            ).T
+            for proj in ("query", "key", "value"):
+                kernel = getattr(attention, f"{proj}_dense").kernel.numpy()
+                tensors[block + f"self_attn.{proj[0]}_proj.weight"] = (
+                    kernel.reshape(kernel.shape[0], -1).T
+                )
+            tensors[block + "self_attn.q_norm.weight"] = (
+                attention.query_norm.scale
+            )
+            tensors[block + "self_attn.k_norm.weight"] = (
+                attention.key_norm.scale
+            )
+            for norm in (
+                "pre_self_attn",
+                "post_self_attn",
+                "pre_feedforward",
+                "post_feedforward",
+            ):
+                tensors[block + f"{norm}_layernorm.weight"] = getattr(
+                    layer, f"{norm}_layernorm"
+                ).scale
+            for name in ("gate_proj", "up_proj", "down_proj"):
+                kernel = getattr(layer.mlp, name).kernel.numpy()
+                tensors[block + f"mlp.{name}.weight"] = kernel.T
+    return tensors
+
+
+class TestT5Gemma2Checkpoints(HuggingFaceFamilyTests):
+    meshes = ((2, 4),)
+    cases = [
+        HFCase(
+            "t5gemma2_mqa_scaled_rope",
+            "T5Gemma2Backbone",
+            t5gemma_config(
+                (32, 48, 4, 1, 8),
+                (32, 48, 4, 1, 8),
+                ("sliding_attention", "full_attention"),
+                sliding_window=3,
+                query_pre_attn_scalar=8.0,
+                global_rope_scaling_factor=8.0,
+                encoder_rope_max_wavelength=500.0,
+            ),
+            writer=tensor_writer(_t5gemma2_config, _t5gemma2_tensors),
+            inputs=_t5gemma_inputs,
+            outputs=_both_sides_real,
+        )
+    ]
+
+
+def test_t5gemma2_export_refuses_tables_that_differ(tmp_path):
+    """Hugging Face's T5Gemma 2 keeps one token table for both sides."""
+    from keras_nlp.models import T5Gemma2Backbone
+    from tests.models.tiny_configs import tiny
+
+    _, config = tiny("T5Gemma2Backbone")
+    backbone = T5Gemma2Backbone(**config)
+    with pytest.raises(ValueError, match="differ: make them equal"):
+        backbone.save_to_preset(str(tmp_path / "hf"), format="huggingface")

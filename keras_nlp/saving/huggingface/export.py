@@ -140,6 +140,23 @@ def _whole(variable, active):
     return value
 
 
+def _check_same_tensor(tensor, value, active):
+    """Raises unless every variable written whole as `tensor` gives
+    `value`: Hugging Face keeps one tensor where the backbone has two
+    tied tables (T5Gemma 2's encoder and decoder embeddings)."""
+    first = tensor.parts[0][2]
+    for binding, _, variable in tensor.parts[1:]:
+        other = _whole(variable, active)
+        if other is None:
+            continue
+        if not np.array_equal(binding.convert(binding.select(other)), value):
+            raise ValueError(
+                f"`{tensor.name}` holds both `{first.path}` and "
+                f"`{variable.path}` (tied in Hugging Face's model), but they "
+                "differ: make them equal to write this checkpoint."
+            )
+
+
 def _assemble(tensor, active, cache):
     """The converted value of `tensor` (None on inactive processes)."""
     if not tensor.parts:
@@ -171,6 +188,7 @@ def _assemble(tensor, active, cache):
             piece = binding.convert(value)
         region = binding.region()
         if region is None:
+            _check_same_tensor(tensor, piece, active)
             return piece
         if out is None:
             shape = tensor.shape if tensor.view is None else binding.weight.view
