@@ -22,9 +22,7 @@ from keras_nlp.models.functional import init_functional
 from keras_nlp.models.gemma.gemma_decoder_block import FEEDFORWARD_NAMES
 from keras_nlp.models.gemma3.gemma3_backbone import LAYER_TYPES
 from keras_nlp.models.gemma4.gemma4_attention import Gemma4Attention
-from keras_nlp.models.gemma4.gemma4_attention import (
-    ProportionalRotaryEmbedding,
-)
+from keras_nlp.models.gemma4.gemma4_attention import ProportionalRotaryEmbedding
 from keras_nlp.models.gemma4.gemma4_decoder_block import PER_LAYER_GATE_DIMS
 from keras_nlp.models.gemma4.gemma4_decoder_block import PER_LAYER_UP_DIMS
 from keras_nlp.models.gemma4.gemma4_decoder_block import Gemma4DecoderBlock
