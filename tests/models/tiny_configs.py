@@ -215,6 +215,27 @@ def gemma4_config(**options):
     )
 
 
+def _gemma4_lora_blocks(config):
+    """Gemma 4's LoRA targets per name, on average: every block has a
+    query kernel, but only blocks with their own keys and values, and
+    without keys as values (local ones), have a value kernel."""
+    from keras_nlp.models.gemma4.gemma4_backbone import global_layers
+    from keras_nlp.models.gemma4.gemma4_backbone import key_value_sources
+
+    is_global = global_layers(
+        config["num_layers"],
+        config.get("sliding_window_pattern", 6),
+        config.get("layer_types"),
+    )
+    shared = key_value_sources(is_global, config.get("num_kv_shared_layers", 0))
+    keys_as_values = bool(config.get("num_global_key_value_heads"))
+    values = sum(
+        index not in shared and not (glob and keys_as_values)
+        for index, glob in enumerate(is_global)
+    )
+    return (config["num_layers"] + values) / 2
+
+
 # A Gemma 4 mixture of experts (26B-A4B's shape): 4 experts, 2 per token,
 # beside the dense feed-forward; no per-layer inputs nor shared blocks.
 GEMMA4_MOE_OPTIONS = dict(
@@ -1060,16 +1081,22 @@ TINY_CONFIGS = {
     "Gemma4Backbone": Enrolment(
         "keras_nlp.models.gemma4.gemma4_backbone",
         {
+            # Every option at once, the experts too (so that the expert
+            # parallel checks take it).
             "tiny": gemma4_config(
-                vocabulary_size=96, hidden_dim=32, intermediate_dim=48
-            ),
-            "moe": gemma4_config(
                 vocabulary_size=96,
                 hidden_dim=32,
                 intermediate_dim=48,
-                **GEMMA4_MOE_OPTIONS,
+                enable_moe_block=True,
+                num_experts=4,
+                expert_intermediate_dim=16,
+                num_experts_per_token=2,
+            ),
+            "dense": gemma4_config(
+                vocabulary_size=96, hidden_dim=32, intermediate_dim=48
             ),
         },
+        distinct_blocks=_gemma4_lora_blocks,
     ),
     "SmolLM3Backbone": Enrolment(
         "keras_nlp.models.smollm3.smollm3_backbone",
