@@ -167,7 +167,10 @@ CASES = {
     # Four blocks, every option: local (window 3) and global blocks with
     # their own heads, the last two reading blocks 0 and 1's keys and
     # values (no cache of their own), per-layer inputs, experts.
-    "gemma4": Case("Gemma4Backbone", options=_options(num_layers=4)),
+    "gemma4": Case(
+        "Gemma4Backbone",
+        options=_options(num_layers=4, num_kv_shared_layers=2),
+    ),
     # Llama, Llama 3 and Phi-3 (without RoPE scaling) are one architecture:
     # on Llama 3's tiny shape, our three generation loops are one program,
     # which JAX compiles once (its compilation cache, see conftest.py).

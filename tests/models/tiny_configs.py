@@ -1082,11 +1082,14 @@ TINY_CONFIGS = {
         "keras_nlp.models.gemma4.gemma4_backbone",
         {
             # Every option at once, the experts too (so that the expert
-            # parallel checks take it).
+            # parallel checks take it); three blocks: local, global, and a
+            # local one reading block 0's keys and values.
             "tiny": gemma4_config(
                 vocabulary_size=96,
                 hidden_dim=32,
                 intermediate_dim=48,
+                num_layers=3,
+                num_kv_shared_layers=1,
                 enable_moe_block=True,
                 num_experts=4,
                 expert_intermediate_dim=16,

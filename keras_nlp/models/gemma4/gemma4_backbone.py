@@ -259,6 +259,8 @@ class Gemma4Backbone(Backbone):
                     experts + "(gate_proj|up_proj)", EXPERT_INPUT_DIMS, roles
                 ),
                 named_rule(experts + "down_proj", EXPERT_OUTPUT_DIMS, roles),
+                # Each expert's output scale goes with its expert.
+                named_rule(experts + "per_expert_scale", ("experts",), roles),
             ]
         return rules
 

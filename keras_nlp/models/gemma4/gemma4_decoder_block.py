@@ -4,6 +4,7 @@ with an optional mixture of experts, and an optional per-layer input."""
 import keras
 from keras import ops
 
+from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import decoder_attention_mask
@@ -29,6 +30,10 @@ PER_LAYER_UP_DIMS = ("per_layer", "hidden")
 class Gemma4ExpertBank(ExpertBank):
     """`ExpertBank` of tanh-GELU experts with a learned scale per expert,
     `per_expert_scale` `(experts,)`, on each expert's output."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        declare_dims(self, per_expert_scale=("experts",))
 
     def build(self, input_shape):
         super().build(input_shape)
