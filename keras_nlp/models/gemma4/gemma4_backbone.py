@@ -116,9 +116,9 @@ class Gemma4Backbone(Backbone):
     This is the text backbone: keras-hub's vision and audio encoders are
     not built (passing one raises), nor its embedding-model head. Inputs
     are `token_ids` and `padding_mask`; RoPE reads each token's index in
-    the sequence (keras-hub's extra `position_ids` input, given the same
-    indices, gives the same outputs). Variable paths and shapes are
-    keras-hub's.
+    the sequence. keras-hub's extra `position_ids` input is accepted and
+    ignored: with the token indices, which keras-hub's causal LM passes,
+    both give the same outputs. Variable paths and shapes are keras-hub's.
 
     Args:
         vocabulary_size: int. Rows of the tied token embedding.
@@ -207,6 +207,14 @@ class Gemma4Backbone(Backbone):
     """
 
     presets = GEMMA4_PRESETS
+
+    def call(self, inputs, training=None, mask=None, **kwargs):
+        # keras-hub's inputs also hold `position_ids`; read as the token
+        # indices they are there (see the class docstring), they are
+        # dropped rather than matched to another input.
+        if isinstance(inputs, dict) and "position_ids" in inputs:
+            inputs = {k: v for k, v in inputs.items() if k != "position_ids"}
+        return super().call(inputs, training=training, mask=mask, **kwargs)
 
     @staticmethod
     def _layout_rules(config):
