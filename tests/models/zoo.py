@@ -163,7 +163,7 @@ def build_with_weights(backbone_cls, config, weights):
 # int8 or int4, alternating by class in the order the classes were first
 # enrolled (then each newer class, in turn), so that enrolling a class
 # does not switch the others' modes.
-_NEWER_CLASSES = ["SmolLM3Backbone"]
+_NEWER_CLASSES = ["SmolLM3Backbone", "Gemma4Backbone"]
 QUANTIZED_MODES = {
     name: ("int8", "int4")[index % 2]
     for index, name in enumerate(
