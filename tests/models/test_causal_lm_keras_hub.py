@@ -169,7 +169,9 @@ CASES = {
     # values (no cache of their own), per-layer inputs, experts.
     "gemma4": Case(
         "Gemma4Backbone",
-        options=_options(num_layers=4, num_kv_shared_layers=2),
+        options=_options(
+            num_layers=4, num_kv_shared_layers=2, num_experts_per_token=2
+        ),
     ),
     # Llama, Llama 3 and Phi-3 (without RoPE scaling) are one architecture:
     # on Llama 3's tiny shape, our three generation loops are one program,

@@ -1083,7 +1083,10 @@ TINY_CONFIGS = {
         {
             # Every option at once, the experts too (so that the expert
             # parallel checks take it); three blocks: local, global, and a
-            # local one reading block 0's keys and values.
+            # local one reading block 0's keys and values. Every token
+            # takes every expert, with its own weights: a near tie of the
+            # router's small logits would pick other experts in bfloat16
+            # (the oracle rows pick 2 of 4).
             "tiny": gemma4_config(
                 vocabulary_size=96,
                 hidden_dim=32,
@@ -1093,7 +1096,7 @@ TINY_CONFIGS = {
                 enable_moe_block=True,
                 num_experts=4,
                 expert_intermediate_dim=16,
-                num_experts_per_token=2,
+                num_experts_per_token=4,
             ),
             "dense": gemma4_config(
                 vocabulary_size=96, hidden_dim=32, intermediate_dim=48
