@@ -560,13 +560,13 @@ PRESETS = {
     # variable there and a constant here.
     "smollm3_3b_en": 3_075_100_928 - 36 * 64,
     # Text only (keras-hub's 5.1B, 7.9B, 26B and 31B count the towers);
-    # e.g. the 31B: 262144 x 5376 embedding, 50 local blocks of 478,958,605
+    # e.g. the 31B: 262144 x 5376 embedding, 50 local blocks of 478,959,105
     # and 10 global ones of 534,009,857 (head_dim 512, 4 kv heads, keys as
     # values), a final norm.
     "gemma4_2b": 4_628_569_379,
     "gemma4_4b": 7_463_013_418,
     "gemma4_26b_a4b": 25_233_141_790,
-    "gemma4_31b": 262144 * 5376 + 50 * 478_958_605 + 10 * 534_009_857 + 5376,
+    "gemma4_31b": 262144 * 5376 + 50 * 478_959_105 + 10 * 534_009_857 + 5376,
 }
 # Preset -> options (not shapes: the golden file has those) it must set.
 PYTHIA = {"rotary_percentage": 0.25, "max_sequence_length": 2048}

@@ -243,7 +243,9 @@ def test_kv_caches_are_allocated_as_planned(name, mesh_shape):
         model = causal_lm_class(backbone_cls)(backbone)
         plan = backbone.layout_plan
         blocks = backbone.decoder_stack.blocks
-        assert len(plan.kv_caches) == len(blocks) == config["num_layers"]
+        # A block reading an earlier block's keys (Gemma 4) has no cache.
+        blocks = [b for b in blocks if b.attention.cache_shape(1, 1)]
+        assert len(plan.kv_caches) == len(blocks) <= config["num_layers"]
         # 4 divides every batch axis here, 3 none above 1; a length of 6
         # is split over a model axis of 2 only.
         for batch in (4, 3):

@@ -1,6 +1,7 @@
 """Gemma 4's causal LM: one cache per block that keeps its own keys."""
 
 import keras
+from keras import ops
 
 from keras_nlp.distribution.activations import batch_size_scope
 from keras_nlp.distribution.activations import unpinned_outputs
@@ -29,6 +30,8 @@ class Gemma4CausalLM(PreprocessorFirstCausalLM):
         preprocessor: optional `TextPreprocessor` or `Tokenizer`, or the
             backbone (keras-hub's order is `(preprocessor, backbone)`).
         backbone: a `Gemma4Backbone`, unless given first.
+        final_logit_cap: float or `None`. A further soft cap on the logits
+            (keras-hub's argument). Defaults to `None`.
         tokenizer: optional `Tokenizer` (keyword only).
         **kwargs: forwarded to `CausalLM`.
 
@@ -55,6 +58,64 @@ class Gemma4CausalLM(PreprocessorFirstCausalLM):
     """
 
     backbone_cls = Gemma4Backbone
+
+    def __init__(
+        self,
+        preprocessor=None,
+        backbone=None,
+        final_logit_cap=None,
+        *,
+        tokenizer=None,
+        compile=True,
+        **kwargs,
+    ):
+        super().__init__(
+            preprocessor,
+            backbone,
+            tokenizer=tokenizer,
+            compile=compile,
+            **kwargs,
+        )
+        self.final_logit_cap = final_logit_cap
+
+    def head_config(self):
+        return {"final_logit_cap": self.final_logit_cap}
+
+    def logits(self, hidden_states):
+        """The tied head's logits (capped by the backbone's
+        `final_logit_soft_cap`), then by `final_logit_cap` if set, as
+        keras-hub's task caps them."""
+        logits = super().logits(hidden_states)
+        cap = self.final_logit_cap
+        if cap is None:
+            return logits
+        cap = ops.cast(cap, logits.dtype)
+        return ops.tanh(logits / cap) * cap
+
+    def get_quantization_layer_structure(self, mode):
+        """`None`: Keras's GPTQ and AWQ run the blocks one by one on the
+        hidden states alone, and Gemma 4's blocks also read their per-layer
+        inputs and earlier blocks' keys and values."""
+        del mode
+        return None
+
+    def _intercepted_forward(self, token_ids, padding_mask, intercept):
+        stack = self.backbone.decoder_stack
+        sources = self.backbone.key_value_sources
+        x, per_layer = self.backbone.embed_with_per_layer_inputs(token_ids)
+        x = intercept(x, -1)
+        keys_values = {}
+        for index, block in enumerate(stack.blocks):
+            x, key, value = block(
+                x,
+                padding_mask=padding_mask,
+                per_layer_input=per_layer[index],
+                shared_key_value=keys_values.get(sources.get(index)),
+                return_key_value=True,
+            )
+            keys_values[index] = (key, value)
+            x = intercept(x, index)
+        return stack.final_norm(x)
 
     def _cache_owners(self):
         """The indices of the blocks with a cache of their own."""
