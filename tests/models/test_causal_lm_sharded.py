@@ -19,6 +19,7 @@ import pytest
 from keras_nlp.distribution.array_placement import planned_cache_specs
 from keras_nlp.distribution.layout_errors import LayoutError
 from keras_nlp.distribution.rules import entry_axes
+from keras_nlp.models import Gemma4Backbone
 from keras_nlp.models import GemmaBackbone
 from keras_nlp.models import GPTNeoXBackbone
 from keras_nlp.models import LlamaBackbone
@@ -114,6 +115,22 @@ SHARDED_FAMILIES = {
             (2, 2, 2): ("batch", None, "context", "model", None),
         },
     ),
+    # Gemma 4's tiny config: block 2 reads block 0's keys and values (two
+    # caches for three blocks); one key/value head in local and global
+    # blocks (of head_dim 8 and 16), whole on 'model': the lengths split
+    # over it.
+    "gemma4_shared_keys": (
+        Gemma4Backbone,
+        dict(
+            TINY_CONFIGS["Gemma4Backbone"].configs["tiny"],
+            num_key_value_heads=1,
+        ),
+        {
+            (1, 8): (None, None, "model", None, None),
+            (2, 4): ("batch", None, "model", None, None),
+            (2, 2, 2): ("batch", None, ("context", "model"), None, None),
+        },
+    ),
 }
 
 
@@ -168,7 +185,7 @@ def test_sharded_generation_equals_unsharded(family, mesh_shape):
         output["padding_mask"], expected["padding_mask"]
     )
     plans = backbone.layout_plan.kv_caches
-    assert len(plans) == len(caches) == config["num_layers"]
+    assert len(plans) == len(caches) == len(model.cache_shapes(1, 1))
     with distribution.scope():
         planned = planned_cache_specs(plans, len(PROMPTS), MAX_LENGTH)
     for cache, spec in zip(caches, planned, strict=True):
