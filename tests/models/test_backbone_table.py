@@ -305,6 +305,20 @@ INVALID = {
         KV_3,
         (TypeError, {"use_sliding_window": True}, "use_sliding_window"),
     ],
+    # The text decoder only; sharing blocks need an earlier block of their
+    # kind; the experts need their sizes.
+    "Gemma4Backbone": [
+        ({"vision_encoder": {"image_size": 16}}, "{}|text decoder only"),
+        ({"audio_encoder": {"hidden_size": 8}}, "{}|text decoder only"),
+        ({"image_size": 896}, "{}|must be None"),
+        ({"num_kv_shared_layers": 3}, "{}|below num_layers=3"),
+        (
+            {"num_kv_shared_layers": 2},
+            "Block 1 (global)|lower `num_kv_shared_layers`",
+        ),
+        ({"layer_types": ["full_attention"] * 2}, "list of 3 (num_layers)"),
+        ({"num_experts": None}, "{}|expert_intermediate_dim=16"),
+    ],
     "SmolLM3Backbone": [
         ({"rope_layer_enabled_list": [True]}, "one entry per layer|1 entries"),
         ({"layer_types": ["full_attention"] * 3}, "one entry per layer|3"),

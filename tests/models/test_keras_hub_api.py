@@ -91,8 +91,14 @@ DECODERS = [
     if name != "PaliGemmaBackbone"
     and getattr(keras_nlp.models, name.replace("Backbone", "CausalLM"), None)
 ]
-# Families with a table of learned positions, and one with RoPE.
-CACHED_FAMILIES = ["GPT2Backbone", "OPTBackbone", "LlamaBackbone"]
+# Families with a table of learned positions, one with RoPE, and Gemma 4
+# (a block reading an earlier block's cache, windows of 3).
+CACHED_FAMILIES = [
+    "GPT2Backbone",
+    "OPTBackbone",
+    "LlamaBackbone",
+    "Gemma4Backbone",
+]
 
 
 def causal_lm(name, config_name="tiny"):
