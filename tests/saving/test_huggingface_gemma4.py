@@ -9,12 +9,18 @@ checkpoint has no `k_proj`/`v_proj`) with double-wide feed-forwards,
 per-layer inputs, and four experts beside each feed-forward.
 """
 
-import numpy as np
+import json
 
+import numpy as np
+from safetensors.numpy import load_file
+from safetensors.numpy import save_file
+
+from keras_nlp.models import Backbone
 from tests.models.backbone_checks import random_inputs
 from tests.models.tiny_configs import gemma4_config
 from tests.saving.huggingface_checkpoints import HFCase
 from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
+from tests.saving.huggingface_checkpoints import assert_real_outputs_close
 
 
 def _inputs(vocabulary_size):
@@ -46,3 +52,33 @@ class TestGemma4Checkpoints(HuggingFaceFamilyTests):
         )
     ]
     meshes = ((2, 4),)
+
+    def test_gemma4_text_config_and_towers(self, case, checkpoint, tmp_path):
+        # The same text model as a `gemma4` checkpoint: its config nested
+        # in `text_config` (next to a vision config), its tensors under
+        # `model.language_model.`, and tower tensors, which are skipped.
+        path, _, inputs, expected = checkpoint
+        tensors = {
+            name.replace("model.", "model.language_model.", 1): value
+            for name, value in load_file(
+                str(path / "model.safetensors")
+            ).items()
+        }
+        tensors["model.vision_tower.patch_embedder.weight"] = np.ones(
+            (4, 3), "float32"
+        )
+        text = json.loads((path / "config.json").read_text())
+        config = {
+            "model_type": "gemma4",
+            "architectures": ["Gemma4ForConditionalGeneration"],
+            "text_config": text,
+            "vision_config": {"model_type": "gemma4_vision", "hidden_size": 4},
+            "image_token_id": 5,
+        }
+        written = tmp_path / "gemma4"
+        written.mkdir()
+        save_file(tensors, str(written / "model.safetensors"))
+        (written / "config.json").write_text(json.dumps(config))
+        ours = Backbone.from_preset(str(written))
+        assert ours.get_config()["vision_encoder"] is None
+        assert_real_outputs_close(case, inputs, ours, expected)

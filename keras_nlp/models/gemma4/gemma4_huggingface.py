@@ -386,6 +386,9 @@ GEMMA4 = register_family(
             r"(language_model\.)?lm_head\.weight",
         ),
         # `gemma4`'s text tensors, under `model.language_model.`.
-        old_names=((r"^(?:model\.)?", "language_model."),),
+        old_names=(
+            (r"^model\.", "model.language_model."),
+            (r"^", "language_model."),
+        ),
     )
 )
