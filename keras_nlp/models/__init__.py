@@ -63,6 +63,8 @@ from keras_nlp.models.family_text_classifiers import XLNetTextClassifier
 from keras_nlp.models.gemma.gemma_backbone import GemmaBackbone
 from keras_nlp.models.gemma3.gemma3_backbone import Gemma3Backbone
 from keras_nlp.models.gemma3.gemma3_vision_encoder import Gemma3VisionEncoder
+from keras_nlp.models.gemma4.gemma4_backbone import Gemma4Backbone
+from keras_nlp.models.gemma4.gemma4_causal_lm import Gemma4CausalLM
 from keras_nlp.models.gpt2.gpt2_backbone import GPT2Backbone
 from keras_nlp.models.gpt_neo_x.gpt_neo_x_backbone import GPTNeoXBackbone
 from keras_nlp.models.gpt_oss.gpt_oss_backbone import GptOssBackbone
@@ -115,6 +117,8 @@ __all__ = [
     "Gemma3Backbone",
     "Gemma3CausalLM",
     "Gemma3VisionEncoder",
+    "Gemma4Backbone",
+    "Gemma4CausalLM",
     "GemmaBackbone",
     "GemmaCausalLM",
     "GptOssBackbone",

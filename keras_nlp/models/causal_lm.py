@@ -403,7 +403,6 @@ class CausalLM(
                 "position should predict, e.g. `token_ids` rolled left by "
                 "one."
             )
-        stack = self.backbone.decoder_stack
         token_ids = ops.convert_to_tensor(token_ids, "int32")
         if len(token_ids.shape) != 2:
             raise ValueError(
@@ -414,16 +413,26 @@ class CausalLM(
             padding_mask = ops.ones_like(token_ids)
         padding_mask = ops.cast(padding_mask, "int32")
         intercept = layer_intercept_fn or (lambda hidden, index: hidden)
-        x = intercept(stack.embed(token_ids), -1)
-        for index, block in enumerate(stack.blocks):
-            x = intercept(block(x, padding_mask=padding_mask), index)
-        logits = self.logits(stack.final_norm(x))
+        logits = self.logits(
+            self._intercepted_forward(token_ids, padding_mask, intercept)
+        )
         if scoring_mode == "logits":
             return logits
         loss = keras.losses.SparseCategoricalCrossentropy(
             from_logits=True, reduction="none"
         )
         return loss(ops.convert_to_tensor(target_ids, "int32"), logits)
+
+    def _intercepted_forward(self, token_ids, padding_mask, intercept):
+        """`score`'s forward pass, block by block: the final hidden states,
+        `intercept(hidden, index)` applied to the embeddings (index -1) and
+        to each block's outputs. A subclass whose blocks take more than
+        the padding mask (Gemma 4) overrides it."""
+        stack = self.backbone.decoder_stack
+        x = intercept(stack.embed(token_ids), -1)
+        for index, block in enumerate(stack.blocks):
+            x = intercept(block(x, padding_mask=padding_mask), index)
+        return stack.final_norm(x)
 
     # === Quantization ===
 

@@ -73,6 +73,10 @@ def _check_sizes(cls, init, arguments):
         )
         if value is None and nullable:
             continue
+        # `0` is valid where it is the default (Gemma 4's
+        # `num_kv_shared_layers=0`: no block shares).
+        if value == 0 and parameter.default == 0 and type(value) is int:
+            continue
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             allowed = " or None" if nullable else ""
             raise ValueError(

@@ -24,6 +24,8 @@ import numpy as np
 from tests.models.backbone_checks import random_inputs
 from tests.models.backbone_checks import unit_scale_value
 from tests.models.backbone_checks import vocabulary_of
+from tests.models.tiny_configs import GEMMA4_MOE_OPTIONS
+from tests.models.tiny_configs import gemma4_config
 from tests.models.tiny_configs import smollm3_config
 from tests.models.tiny_configs import t5gemma_config
 
@@ -61,6 +63,9 @@ class OracleCase:
             only with the oracle).
         oracle_rows: run keras-hub's model one batch row at a time (its
             XLNet mixes the rows of a batch); ours runs the whole batch.
+        oracle_inputs: optional `inputs -> keras-hub's inputs`, where
+            keras-hub's class takes more inputs than ours (Gemma 4's
+            `position_ids`); only ours are stored.
     """
 
     id: str
@@ -77,6 +82,7 @@ class OracleCase:
     oracle_class: str = None
     oracle_config: dict = None
     oracle_rows: bool = False
+    oracle_inputs: object = None
 
     def make_inputs(self):
         if self.inputs is not None:
@@ -1286,6 +1292,22 @@ _QWEN_MOE = dict(
 )
 
 
+# Gemma 4 oracle configs: the shared builder at these sizes.
+_gemma4 = functools.partial(
+    gemma4_config, vocabulary_size=64, hidden_dim=32, intermediate_dim=48
+)
+
+
+def _with_position_ids(inputs):
+    """keras-hub's Gemma 4 inputs: ours and `position_ids`, each token's
+    index (what our RoPE reads)."""
+    batch, length = inputs["token_ids"].shape
+    positions = np.broadcast_to(
+        np.arange(length, dtype="int32"), (batch, length)
+    )
+    return dict(inputs, position_ids=np.array(positions))
+
+
 # SmolLM3 oracle configs: the shared builder at these sizes.
 _smollm3 = functools.partial(
     smollm3_config, vocabulary_size=100, hidden_dim=32, intermediate_dim=48
@@ -1957,6 +1979,47 @@ DECODER_CASES = [
         positions="all",
         oracle_fix=_gemma_query_scale,
     ),
+    # Gemma 4: every text option (local and global blocks with their own
+    # kv heads and head dims, keys as values, shared keys and values,
+    # per-layer inputs, double-wide feed-forwards, partial RoPE, soft caps);
+    # the mixture of experts beside the dense feed-forward; 31B's shape
+    # (no sharing, no per-layer inputs) with explicit layer types, an
+    # attention soft cap and other RoPE settings.
+    *_rows(
+        "gemma4",
+        "Gemma4Backbone",
+        {},
+        [
+            ("every_option", _gemma4()),
+            ("moe_e4_top2", _gemma4(**GEMMA4_MOE_OPTIONS)),
+            (
+                "dense_layer_types_caps",
+                _gemma4(
+                    num_layers=3,
+                    num_kv_shared_layers=0,
+                    hidden_size_per_layer_input=0,
+                    use_double_wide_mlp=False,
+                    layer_types=[
+                        "sliding_attention",
+                        "full_attention",
+                        "full_attention",
+                    ],
+                    num_query_heads=8,
+                    num_global_key_value_heads=2,
+                    attention_logit_soft_cap=20.0,
+                    global_rope_partial_rotary_factor=0.25,
+                    local_rope_wavelength=100.0,
+                    global_rope_wavelength=5000.0,
+                    global_rope_scaling_factor=2.0,
+                    layer_norm_epsilon=1e-4,
+                ),
+            ),
+        ],
+        live="every_option",
+        logits=("every_option", "moe_e4_top2"),
+        inputs=_tokens(14),
+        oracle_inputs=_with_position_ids,
+    ),
     # Layers without RoPE: the second of two, every fourth as in
     # smollm3_3b_en (with biases and another base), or none at all.
     *_rows(
@@ -1987,6 +2050,18 @@ DECODER_CASES = [
     ),
 ]
 DECODER_MISTAKES = [
+    # Global heads rotate only part of each head; shared blocks read the
+    # keys of the last earlier block of their kind.
+    Mistake(
+        "gemma4-every_option",
+        "full_rope_on_global_heads",
+        config=dict(global_rope_partial_rotary_factor=1.0),
+    ),
+    Mistake(
+        "gemma4-moe_e4_top2",
+        "three_experts_per_token",
+        config=dict(num_experts_per_token=3),
+    ),
     # A layer without RoPE must not rotate.
     Mistake(
         "smollm3-gqa_4_2-rope_off_1",

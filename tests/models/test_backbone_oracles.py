@@ -97,6 +97,9 @@ def build_oracle(case):
 def oracle_arrays(case):
     """keras-hub's inputs and outputs for `case`, as stored."""
     inputs = case.make_inputs()
+    oracle_inputs = inputs
+    if case.oracle_inputs is not None:
+        oracle_inputs = case.oracle_inputs(inputs)
     oracle = build_oracle(case)
     if case.oracle_rows:
         rows = [
@@ -105,7 +108,7 @@ def oracle_arrays(case):
         ]
         outputs = {k: np.concatenate([r[k] for r in rows]) for k in rows[0]}
     else:
-        outputs = _outputs(case, oracle, inputs)
+        outputs = _outputs(case, oracle, oracle_inputs)
     arrays = {f"input/{k}": np.asarray(v) for k, v in inputs.items()}
     arrays.update({f"output/{k}": v for k, v in outputs.items()})
     return arrays

@@ -326,6 +326,20 @@ INVALID = {
         KV_3,
         (TypeError, {"use_sliding_window": True}, "use_sliding_window"),
     ],
+    # The text decoder only; sharing blocks need an earlier block of their
+    # kind; the experts need their sizes.
+    "Gemma4Backbone": [
+        ({"vision_encoder": {"image_size": 16}}, "{}|text decoder only"),
+        ({"audio_encoder": {"hidden_size": 8}}, "{}|text decoder only"),
+        ({"image_size": 896}, "{}|must be None"),
+        ({"num_kv_shared_layers": 3}, "{}|below num_layers=3"),
+        (
+            {"num_kv_shared_layers": 2},
+            "Block 1 (global)|lower `num_kv_shared_layers`",
+        ),
+        ({"layer_types": ["full_attention"] * 2}, "list of 3 (num_layers)"),
+        ({"num_experts": None}, "{}|expert_intermediate_dim=16"),
+    ],
     "SmolLM3Backbone": [
         ({"rope_layer_enabled_list": [True]}, "one entry per layer|1 entries"),
         ({"layer_types": ["full_attention"] * 3}, "one entry per layer|3"),
@@ -623,6 +637,14 @@ PRESETS = {
     # DeepSeek-V3's published 671B (685B with the multi-token-prediction
     # block, which is left out).
     "deepseek_v3_671b": 671_026_419_200,
+    # Text only (keras-hub's 5.1B, 7.9B, 26B and 31B count the towers);
+    # e.g. the 31B: 262144 x 5376 embedding, 50 local blocks of 478,959,105
+    # and 10 global ones of 534,009,857 (head_dim 512, 4 kv heads, keys as
+    # values), a final norm.
+    "gemma4_2b": 4_628_569_379,
+    "gemma4_4b": 7_463_013_418,
+    "gemma4_26b_a4b": 25_233_141_790,
+    "gemma4_31b": 262144 * 5376 + 50 * 478_959_105 + 10 * 534_009_857 + 5376,
 }
 # Preset -> options (not shapes: the golden file has those) it must set.
 PYTHIA = {"rotary_percentage": 0.25, "max_sequence_length": 2048}

@@ -164,6 +164,15 @@ CASES = {
     ),
     # Text only, query/key norms, post-norms, a window of 4.
     "gemma3": Case("Gemma3Backbone", "mqa_4_1", direct_generate=True),
+    # Four blocks, every option: local (window 3) and global blocks with
+    # their own heads, the last two reading blocks 0 and 1's keys and
+    # values (no cache of their own), per-layer inputs, experts.
+    "gemma4": Case(
+        "Gemma4Backbone",
+        options=_options(
+            num_layers=4, num_kv_shared_layers=2, num_experts_per_token=2
+        ),
+    ),
     # Llama, Llama 3 and Phi-3 (without RoPE scaling) are one architecture:
     # on Llama 3's tiny shape, our three generation loops are one program,
     # which JAX compiles once (its compilation cache, see conftest.py).
@@ -245,7 +254,8 @@ def weight_value(path, shape, rng):
     leaf = path.rsplit("/", 1)[-1]
     if leaf in ("bias", "beta"):
         return rng.normal(0.0, 0.1, shape)
-    if leaf in ("scale", "gamma"):
+    if leaf in ("scale", "gamma") or not shape:
+        # Scalars too (Gemma 4's `layer_scalar` on each block's output).
         return 1.0 + rng.normal(0.0, 0.2, shape)
     if len(shape) == 1:
         return rng.normal(0.0, 0.5, shape)

@@ -39,9 +39,15 @@ multi_device = pytest.mark.multi_device
 PRESET_MESHES = [(1, 8), (2, 4), (1, 4, 2)]
 
 
+def is_expert_weight(path):
+    """Whether a variable path is an expert bank's: `.../experts/...`, or
+    Gemma 4's `.../moe_expert_bank/...` (keras-hub's names)."""
+    return "/experts/" in path or "/moe_expert_bank/" in path
+
+
 def expert_weights(plan):
     """The plans of the weights with an `experts` dimension first."""
-    return [w for w in plan.weights if "/experts/" in w.path]
+    return [w for w in plan.weights if is_expert_weight(w.path)]
 
 
 def test_the_moe_classes_are_enrolled():
@@ -78,13 +84,14 @@ def test_experts_split_over_the_expert_axis(case, mesh_shape):
         if len(weight.shape) == 3:  # kernels; biases have no width
             assert "model" in weight.spec, weight.path
     # Weights without experts shard FSDP-style over the expert axis too.
-    # (DeepSeek-V3's query projection from its latent is `query_b`.)
+    # (DeepSeek-V3's query projection from its latent is `query_b`; Gemma's
+    # query kernels are heads-first: hidden is not always first.)
     query = next(
         w
         for w in plan.weights
         if w.path.endswith(("query/kernel", "query_b/kernel"))
     )
-    assert query.spec[0] == ("batch", "expert")
+    assert query.spec[query.dim_names.index("hidden")] == ("batch", "expert")
     ref = reference(*case)
     with distribution.scope():
         outputs = forward(backbone, ref.inputs)
@@ -113,7 +120,7 @@ def test_a_training_step_on_an_expert_mesh(case):
     moved = [
         v.path
         for v in backbone.weights
-        if "/experts/" in v.path
+        if is_expert_weight(v.path)
         and not np.allclose(numpy(v.value), before[v.path])
     ]
     assert moved, "no expert weight was trained"

@@ -57,6 +57,7 @@ PROMISES = {
     "GPT2Backbone": dict(ratio=RATIO_BOUND),
     "GPTNeoXBackbone": _WHOLE,
     "Gemma3Backbone": dict(ratio=RATIO_BOUND),
+    "Gemma4Backbone": _WHOLE,
     "GemmaBackbone": {},
     "GptOssBackbone": _WHOLE,
     "Llama3Backbone": _WHOLE,

@@ -186,6 +186,70 @@ def _whisper_output_shapes(config, batch, length):
     }
 
 
+def gemma4_config(**options):
+    """A Gemma 4 config with every text option: local blocks (window 3,
+    head_dim 8, 2 kv heads) and global ones (every second: head_dim 16, 1
+    kv head whose keys are the values, half of each head rotated), the
+    last two blocks sharing earlier blocks' keys and values with a
+    double-wide feed-forward, per-layer inputs and a final soft cap;
+    `options` add the sizes and override the rest (also for the oracle
+    cases)."""
+    return (
+        dict(
+            image_size=None,
+            num_layers=4,
+            num_query_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            global_head_dim=16,
+            sliding_window_size=3,
+            sliding_window_pattern=2,
+            num_kv_shared_layers=2,
+            num_global_key_value_heads=1,
+            hidden_size_per_layer_input=8,
+            use_double_wide_mlp=True,
+            global_rope_partial_rotary_factor=0.5,
+            final_logit_soft_cap=30.0,
+        )
+        | options
+    )
+
+
+def _gemma4_lora_blocks(config):
+    """Gemma 4's LoRA targets per name, on average: every block has a
+    query kernel, but only blocks with their own keys and values, and
+    without keys as values (local ones), have a value kernel."""
+    from keras_nlp.models.gemma4.gemma4_backbone import global_layers
+    from keras_nlp.models.gemma4.gemma4_backbone import key_value_sources
+
+    is_global = global_layers(
+        config["num_layers"],
+        config.get("sliding_window_pattern", 6),
+        config.get("layer_types"),
+    )
+    shared = key_value_sources(is_global, config.get("num_kv_shared_layers", 0))
+    keys_as_values = bool(config.get("num_global_key_value_heads"))
+    values = sum(
+        index not in shared and not (glob and keys_as_values)
+        for index, glob in enumerate(is_global)
+    )
+    return (config["num_layers"] + values) / 2
+
+
+# A Gemma 4 mixture of experts (26B-A4B's shape): 4 experts, 2 per token,
+# beside the dense feed-forward; no per-layer inputs nor shared blocks.
+GEMMA4_MOE_OPTIONS = dict(
+    num_layers=3,
+    num_kv_shared_layers=0,
+    hidden_size_per_layer_input=0,
+    use_double_wide_mlp=False,
+    enable_moe_block=True,
+    num_experts=4,
+    expert_intermediate_dim=16,
+    num_experts_per_token=2,
+)
+
+
 def _heads(query, key_value, **kwargs):
     return dict(num_query_heads=query, num_key_value_heads=key_value, **kwargs)
 
@@ -1129,6 +1193,32 @@ TINY_CONFIGS = {
             ),
         },
         **_SEQ2SEQ,
+    ),
+    "Gemma4Backbone": Enrolment(
+        "keras_nlp.models.gemma4.gemma4_backbone",
+        {
+            # Every option at once, the experts too (so that the expert
+            # parallel checks take it); three blocks: local, global, and a
+            # local one reading block 0's keys and values. Every token
+            # takes every expert, with its own weights: a near tie of the
+            # router's small logits would pick other experts in bfloat16
+            # (the oracle rows pick 2 of 4).
+            "tiny": gemma4_config(
+                vocabulary_size=96,
+                hidden_dim=32,
+                intermediate_dim=48,
+                num_layers=3,
+                num_kv_shared_layers=1,
+                enable_moe_block=True,
+                num_experts=4,
+                expert_intermediate_dim=16,
+                num_experts_per_token=4,
+            ),
+            "dense": gemma4_config(
+                vocabulary_size=96, hidden_dim=32, intermediate_dim=48
+            ),
+        },
+        distinct_blocks=_gemma4_lora_blocks,
     ),
     "SmolLM3Backbone": Enrolment(
         "keras_nlp.models.smollm3.smollm3_backbone",

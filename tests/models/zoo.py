@@ -169,6 +169,7 @@ _NEWER_CLASSES = [
     "DeepSeekV3Backbone",
     "T5GemmaBackbone",
     "T5Gemma2Backbone",
+    "Gemma4Backbone",
 ]
 QUANTIZED_MODES = {
     name: ("int8", "int4")[index % 2]

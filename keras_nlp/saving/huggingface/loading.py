@@ -411,7 +411,8 @@ def _reader(source, read, allow_nonfinite):
                 value[tuple(where)] = read_binding(binding, infos, tuple(sub))
         if not allow_nonfinite:
             check_finite(value, variable, source)
-        return np.ascontiguousarray(value)
+        # (`ascontiguousarray` makes a scalar 1-D: keep its shape.)
+        return np.ascontiguousarray(value).reshape(np.shape(value))
 
     return read_box
 

@@ -246,7 +246,9 @@ def group(per_mesh):
             stem, rest, text = key
             path = f"{stem}{{{_ranges(sorted(indices))}}}{rest}"
         shape, records = json.loads(text)
-        grouped[path] = dict(records, **({"shape": shape} if shape else {}))
+        grouped[path] = dict(
+            records, **({"shape": shape} if shape is not None else {})
+        )
     return grouped
 
 
