@@ -1,6 +1,7 @@
 """Gemma 4 decoder backbone (text)."""
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
@@ -91,6 +92,27 @@ def key_value_sources(is_global, num_kv_shared_layers):
     return sources
 
 
+def _check_token_index_positions(position_ids):
+    """Raises unless `position_ids` (keras-hub's input) is each token's
+    index in its sequence, the positions this backbone's RoPE reads."""
+    try:
+        positions = np.asarray(ops.convert_to_numpy(position_ids))
+    except Exception:  # a traced or symbolic tensor: no values to check
+        raise ValueError(
+            "Gemma4Backbone reads each token's index in the sequence as its "
+            "position and can check `position_ids` only in an eager call. "
+            "Leave `position_ids` out of the inputs (it must equal "
+            "`arange(sequence_length)` in every row)."
+        ) from None
+    expected = np.arange(positions.shape[-1])
+    if positions.ndim != 2 or not (positions == expected).all():
+        raise ValueError(
+            "Gemma4Backbone reads each token's index in the sequence as its "
+            "position: `position_ids` must be `arange(sequence_length)` in "
+            f"every row (or left out). Received: {positions.tolist()}."
+        )
+
+
 class Gemma4Backbone(Backbone):
     """Gemma 4's text decoder mapping token ids to hidden states.
 
@@ -117,8 +139,9 @@ class Gemma4Backbone(Backbone):
     not built (passing one raises), nor its embedding-model head. Inputs
     are `token_ids` and `padding_mask`; RoPE reads each token's index in
     the sequence. keras-hub's extra `position_ids` input is accepted and
-    ignored: with the token indices, which keras-hub's causal LM passes,
-    both give the same outputs. Variable paths and shapes are keras-hub's.
+    checked: it must hold each token's index (what keras-hub's causal LM
+    passes); other positions raise rather than being ignored. Variable
+    paths and shapes are keras-hub's.
 
     Args:
         vocabulary_size: int. Rows of the tied token embedding.
@@ -209,11 +232,9 @@ class Gemma4Backbone(Backbone):
     presets = GEMMA4_PRESETS
 
     def call(self, inputs, training=None, mask=None, **kwargs):
-        # keras-hub's inputs also hold `position_ids`; read as the token
-        # indices they are there (see the class docstring), they are
-        # dropped rather than matched to another input.
         if isinstance(inputs, dict) and "position_ids" in inputs:
-            inputs = {k: v for k, v in inputs.items() if k != "position_ids"}
+            inputs = dict(inputs)
+            _check_token_index_positions(inputs.pop("position_ids"))
         return super().call(inputs, training=training, mask=mask, **kwargs)
 
     @staticmethod
