@@ -83,15 +83,16 @@ def test_experts_split_over_the_expert_axis(case, mesh_shape):
         assert weight.spec[0] == "expert", weight.path
         if len(weight.shape) == 3:  # kernels; biases have no width
             assert "model" in weight.spec, weight.path
-    # Weights without experts shard FSDP-style over the expert axis too.
-    # (DeepSeek-V3's query projection from its latent is `query_b`; Gemma's
-    # query kernels are heads-first: hidden is not always first.)
+    # Weights without experts shard FSDP-style over the expert axis too:
+    # the query's contracted dimension (hidden, or DeepSeek-V3's query
+    # latent for `query_b`; Gemma's query kernels are heads-first).
     query = next(
         w
         for w in plan.weights
         if w.path.endswith(("query/kernel", "query_b/kernel"))
     )
-    assert query.spec[query.dim_names.index("hidden")] == ("batch", "expert")
+    contracted = "query_latent" if "query_latent" in query.dim_names else "hidden"
+    assert query.spec[query.dim_names.index(contracted)] == ("batch", "expert")
     ref = reference(*case)
     with distribution.scope():
         outputs = forward(backbone, ref.inputs)

@@ -346,3 +346,49 @@ def test_wide_model_axes(backbone, case, model, path, spec, decision, reason):
     weight = plan.weight(path)
     assert (weight.spec, weight.decision) == (spec, decision), weight.reason
     assert reason in weight.reason
+
+
+# The largest presets, planned from their configs alone on 64 and 256
+# devices, (batch, expert, model): bfloat16 bytes per device, and which
+# axes split the caches' length (DeepSeek-V3's latent has no heads to
+# split; Llama 4's 8 key/value heads take the model axis). Times and RSS:
+# benchmarks/plan_cost.md.
+LARGE_PLANS = [
+    ("deepseek_v3_671b", "1x8x8", 671_026_419_200, 20_994_868_224, ("model",)),
+    ("deepseek_v3_671b", "4x8x8", 671_026_419_200, 5_250_249_216, ("model",)),
+    ("llama4_maverick_17b_128e", "1x8x8", 400_711_848_960, 12_554_188_800, ()),
+    ("llama4_maverick_17b_128e", "4x8x8", 400_711_848_960, 3_162_885_120, ()),
+]
+
+
+@pytest.mark.parametrize(
+    "preset, mesh, params, bytes_per_device, cache_length_axes",
+    LARGE_PLANS,
+    ids=[f"{row[0]}-{row[1]}" for row in LARGE_PLANS],
+)
+def test_the_largest_presets_plan_from_their_configs_without_allocating(
+    preset, mesh, params, bytes_per_device, cache_length_axes
+):
+    import resource
+
+    import jax
+
+    from keras_nlp.distribution import MeshShape
+    from keras_nlp.models import Backbone
+
+    arrays = len(jax.live_arrays())
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    plan = Backbone.plan_layout(
+        MeshShape.parse(mesh), preset=preset, dtype="bfloat16"
+    )
+    assert plan.total_params == params
+    assert plan.bytes_per_device == bytes_per_device
+    assert plan.fallbacks == ()
+    assert plan.memory_ratio <= 1.02
+    assert {c.length_axes for c in plan.kv_caches} == {cache_length_axes}
+    # Nothing allocated: one expert weight alone is gigabytes.
+    assert len(jax.live_arrays()) <= arrays
+    grown_gib = (
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss
+    ) / 2**20
+    assert grown_gib < 2, grown_gib
