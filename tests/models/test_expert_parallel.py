@@ -91,8 +91,9 @@ def test_experts_split_over_the_expert_axis(case, mesh_shape):
         for w in plan.weights
         if w.path.endswith(("query/kernel", "query_b/kernel"))
     )
-    contracted = "query_latent" if "query_latent" in query.dim_names else "hidden"
-    assert query.spec[query.dim_names.index(contracted)] == ("batch", "expert")
+    names = query.dim_names
+    contracted = "query_latent" if "query_latent" in names else "hidden"
+    assert query.spec[names.index(contracted)] == ("batch", "expert")
     ref = reference(*case)
     with distribution.scope():
         outputs = forward(backbone, ref.inputs)

@@ -157,12 +157,10 @@ def build_with_weights(backbone_cls, config, weights):
     )
 
 
-# Each class is quantized in one mode: int8 and int4 alternate over the
-# sorted class names, so that each kind of model meets both across the
-# table.
-# int8 or int4, alternating by class in the order the classes were first
-# enrolled (then each newer class, in turn), so that enrolling a class
-# does not switch the others' modes.
+# Each class is quantized in one mode, int8 or int4, alternating by class
+# so that each kind of model meets both across the table: the first
+# enrolled classes in sorted order, then each newer class in turn, so that
+# enrolling a class does not switch the others' modes.
 _NEWER_CLASSES = [
     "SmolLM3Backbone",
     "Llama4Backbone",
