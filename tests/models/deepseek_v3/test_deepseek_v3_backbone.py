@@ -5,7 +5,6 @@ stored outputs read from `tests/oracle_data/deepseek_v3-*.npz`.
 Regenerate with `python -m tests.oracles deepseek_v3`.
 """
 
-
 import keras
 import numpy as np
 import pytest
