@@ -7,7 +7,6 @@ from keras_nlp.distribution.dims import einsum_dims
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
 from keras_nlp.layers.common import check_positive_ints
-from keras_nlp.layers.decoder_block import DecoderBlock
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import sparse_moe_rules
@@ -15,9 +14,7 @@ from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.sparse_moe import DEFAULT_SUBLAYER_NAMES as MOE_NAMES
 from keras_nlp.layers.sparse_moe import ROUTER_DIMS
-from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.deepseek_v3.deepseek_v3_layers import EQUATIONS
 from keras_nlp.models.deepseek_v3.deepseek_v3_layers import LEGEND
 from keras_nlp.models.deepseek_v3.deepseek_v3_layers import SHARED_EXPERT
@@ -31,8 +28,9 @@ from keras_nlp.models.deepseek_v3.deepseek_v3_layers import (
 )
 from keras_nlp.models.deepseek_v3.deepseek_v3_layers import softmax_scale
 from keras_nlp.models.deepseek_v3.deepseek_v3_presets import DEEPSEEK_V3_PRESETS
+from keras_nlp.models.families.llama import BLOCK
+from keras_nlp.models.families.llama import build_decoder_stack
 
-BLOCK = r"transformer_layer_\d+/"
 ATTENTION = BLOCK + "self_attention/"
 MOE_BLOCK = "sparse_moe_block"
 
@@ -289,12 +287,6 @@ class DeepSeekV3Backbone(Backbone):
                 "RoPE rotates pairs of features, so `qk_rope_head_dim` must "
                 f"be even. Received: qk_rope_head_dim={qk_rope_head_dim}."
             )
-        self.token_embedding = token_embedding(
-            vocabulary_size,
-            hidden_dim,
-            tie_weights=tie_word_embeddings,
-            dtype=dtype,
-        )
         initializer = keras.initializers.RandomNormal(stddev=0.02)
         scale = softmax_scale(
             qk_nope_head_dim + qk_rope_head_dim,
@@ -326,9 +318,9 @@ class DeepSeekV3Backbone(Backbone):
         # One RoPE (it has no weights) for every block: 61 layers fewer to
         # construct when the 671B config is planned.
         rope = rotary_embedding()
-        self.transformer_layers = []
-        for index in range(num_layers):
-            attention = MultiHeadLatentAttention(
+
+        def attention(index):
+            return MultiHeadLatentAttention(
                 num_heads=num_query_heads,
                 q_lora_rank=q_lora_rank,
                 kv_lora_rank=kv_lora_rank,
@@ -342,47 +334,38 @@ class DeepSeekV3Backbone(Backbone):
                 dtype=dtype,
                 name="self_attention",
             )
-            feedforward = None
-            if is_moe_layer(index, first_k_dense_replace):
-                feedforward = DeepSeekV3MoE(
-                    num_experts=n_routed_experts,
-                    intermediate_dim=moe_intermediate_dim,
-                    shared_intermediate_dim=(
-                        moe_intermediate_dim * n_shared_experts
-                    ),
-                    n_group=n_group,
-                    topk_group=topk_group,
-                    routed_scaling_factor=routed_scaling_factor,
-                    top_k=num_experts_per_tok,
-                    normalize_top_k=norm_topk_prob,
-                    kernel_initializer=initializer,
-                    dtype=dtype,
-                    name=MOE_BLOCK,
-                )
-            self.transformer_layers.append(
-                DecoderBlock(
-                    attention=attention,
-                    hidden_dim=hidden_dim,
-                    intermediate_dim=intermediate_dim,
-                    feedforward=feedforward,
-                    activation="silu",
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    dropout=dropout,
-                    kernel_initializer=initializer,
-                    dtype=dtype,
-                    name=f"transformer_layer_{index}",
-                )
+
+        def feedforward(index):
+            if not is_moe_layer(index, first_k_dense_replace):
+                return None
+            return DeepSeekV3MoE(
+                num_experts=n_routed_experts,
+                intermediate_dim=moe_intermediate_dim,
+                shared_intermediate_dim=(
+                    moe_intermediate_dim * n_shared_experts
+                ),
+                n_group=n_group,
+                topk_group=topk_group,
+                routed_scaling_factor=routed_scaling_factor,
+                top_k=num_experts_per_tok,
+                normalize_top_k=norm_topk_prob,
+                kernel_initializer=initializer,
+                dtype=dtype,
+                name=MOE_BLOCK,
             )
-        self.layer_norm = keras.layers.RMSNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="sequence_output_layernorm",
-        )
-        init_decoder_graph(
+
+        build_decoder_stack(
             self,
-            embed=self.token_embedding,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            attention=attention,
+            intermediate_dim=intermediate_dim,
+            feedforward=feedforward,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            tie_word_embeddings=tie_word_embeddings,
+            kernel_initializer=initializer,
             dtype=dtype,
             **kwargs,
         )

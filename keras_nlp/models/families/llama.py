@@ -5,7 +5,8 @@ with a rotary embedding and a SwiGLU feed-forward (or any feed-forward
 layer, such as a mixture of experts), then a final RMSNorm. The members
 differ only in the arguments of `build_llama_style`: the RoPE variant,
 attention options (head_dim, biases, query/key norms, sliding window),
-tied embeddings and the feed-forward.
+tied embeddings and the feed-forward. Members with an attention of their
+own (Llama 4, DeepSeek-V3) build the same stack with `build_decoder_stack`.
 """
 
 import keras
@@ -120,19 +121,13 @@ def build_llama_style(
         **kwargs: forwarded to `keras.Model` (`name`, ...).
     """
     check_llama_style_arguments(hidden_dim, num_query_heads, head_dim)
-    backbone.token_embedding = token_embedding(
-        vocabulary_size,
-        hidden_dim,
-        tie_weights=tie_word_embeddings,
-        dtype=dtype,
-    )
     kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
-    backbone.transformer_layers = []
-    for index in range(num_layers):
+
+    def attention(index):
         options = attention_options or {}
         if callable(options):
             options = options(index)
-        attention = CachedGroupedQueryAttention(
+        return CachedGroupedQueryAttention(
             num_query_heads=num_query_heads,
             num_key_value_heads=num_key_value_heads,
             head_dim=head_dim,
@@ -143,9 +138,77 @@ def build_llama_style(
             name=attention_name,
             **options,
         )
+
+    build_decoder_stack(
+        backbone,
+        vocabulary_size=vocabulary_size,
+        num_layers=num_layers,
+        hidden_dim=hidden_dim,
+        attention=attention,
+        intermediate_dim=intermediate_dim,
+        feedforward=feedforward,
+        layer_norm_epsilon=layer_norm_epsilon,
+        dropout=dropout,
+        tie_word_embeddings=tie_word_embeddings,
+        kernel_initializer=kernel_initializer,
+        block_names=block_names,
+        dtype=dtype,
+        **kwargs,
+    )
+
+
+def build_decoder_stack(
+    backbone,
+    *,
+    vocabulary_size,
+    num_layers,
+    hidden_dim,
+    attention,
+    intermediate_dim=None,
+    feedforward=None,
+    layer_norm_epsilon=1e-6,
+    dropout=0.0,
+    tie_word_embeddings=False,
+    kernel_initializer=None,
+    block_names=None,
+    dtype=None,
+    **kwargs,
+):
+    """Builds a pre-norm decoder stack with any attention into `backbone`.
+
+    What `build_llama_style` builds, for members whose attention is their
+    own (Llama 4's chunked attention, DeepSeek-V3's latent attention):
+    token embedding, `num_layers` `DecoderBlock`s (RMSNorm, `attention`,
+    RMSNorm, SwiGLU or `feedforward`), a final RMSNorm, then the graph.
+    Sets `backbone.token_embedding`, `backbone.transformer_layers` and
+    `backbone.layer_norm` under the checkpoints' names.
+
+    Args:
+        backbone: the backbone being constructed.
+        attention: callable mapping a block index to that block's new
+            attention layer (named as the checkpoint names it).
+        feedforward: callable mapping a block index to a new feed-forward
+            layer, or to `None` for the SwiGLU of `intermediate_dim`.
+        kernel_initializer: the blocks' kernel initializer; defaults to
+            a normal of standard deviation 0.02.
+        vocabulary_size, num_layers, hidden_dim, intermediate_dim,
+            layer_norm_epsilon, dropout, tie_word_embeddings, block_names,
+            dtype, **kwargs: as in `build_llama_style`.
+    """
+    if kernel_initializer is None:
+        kernel_initializer = keras.initializers.RandomNormal(stddev=0.02)
+    backbone.token_embedding = token_embedding(
+        vocabulary_size,
+        hidden_dim,
+        tie_weights=tie_word_embeddings,
+        dtype=dtype,
+    )
+    backbone.transformer_layers = []
+    for index in range(num_layers):
+        block_attention = attention(index)
         backbone.transformer_layers.append(
             DecoderBlock(
-                attention=attention,
+                attention=block_attention,
                 hidden_dim=hidden_dim,
                 intermediate_dim=intermediate_dim,
                 feedforward=feedforward(index) if feedforward else None,

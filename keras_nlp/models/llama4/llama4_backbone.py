@@ -2,13 +2,11 @@
 
 import keras
 
-from keras_nlp.layers.decoder_block import DecoderBlock
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import sparse_moe_rules
-from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.models.backbone import Backbone
-from keras_nlp.models.decoder import init_decoder_graph
 from keras_nlp.models.families.llama import BLOCK
+from keras_nlp.models.families.llama import build_decoder_stack
 from keras_nlp.models.families.llama import check_llama_style_arguments
 from keras_nlp.models.families.llama import llama_style_rules
 from keras_nlp.models.llama4.llama4_layers import SHARED_EXPERT
@@ -238,14 +236,8 @@ class Llama4Backbone(Backbone):
         )
         rope = rope_layers_of(num_layers, no_rope_layers)
         initializer = keras.initializers.RandomNormal(stddev=0.02)
-        self.token_embedding = token_embedding(
-            vocabulary_size,
-            hidden_dim,
-            tie_weights=tie_word_embeddings,
-            dtype=dtype,
-        )
-        self.transformer_layers = []
-        for index in range(num_layers):
+
+        def attention(index):
             rotary = None
             if rope[index]:
                 rotary = Llama4RotaryEmbedding(
@@ -257,7 +249,7 @@ class Llama4Backbone(Backbone):
                     dtype=dtype,
                     name="rotary_embedding",
                 )
-            attention = Llama4Attention(
+            return Llama4Attention(
                 num_query_heads=num_query_heads,
                 num_key_value_heads=num_key_value_heads,
                 head_dim=head_dim,
@@ -275,42 +267,33 @@ class Llama4Backbone(Backbone):
                 dtype=dtype,
                 name="self_attention",
             )
-            feedforward = None
-            if index in moe:
-                feedforward = Llama4SparseMoE(
-                    num_experts=num_experts,
-                    intermediate_dim=intermediate_dim,
-                    shared_intermediate_dim=intermediate_dim,
-                    top_k=top_k,
-                    fused_gate_intermediate=True,
-                    kernel_initializer=initializer,
-                    dtype=dtype,
-                    name=MOE_BLOCK,
-                )
-            self.transformer_layers.append(
-                DecoderBlock(
-                    attention=attention,
-                    hidden_dim=hidden_dim,
-                    intermediate_dim=intermediate_dim_mlp,
-                    feedforward=feedforward,
-                    activation="silu",
-                    layer_norm_epsilon=layer_norm_epsilon,
-                    dropout=dropout,
-                    kernel_initializer=initializer,
-                    dtype=dtype,
-                    name=f"transformer_layer_{index}",
-                )
+
+        def feedforward(index):
+            if index not in moe:
+                return None
+            return Llama4SparseMoE(
+                num_experts=num_experts,
+                intermediate_dim=intermediate_dim,
+                shared_intermediate_dim=intermediate_dim,
+                top_k=top_k,
+                fused_gate_intermediate=True,
+                kernel_initializer=initializer,
+                dtype=dtype,
+                name=MOE_BLOCK,
             )
-        self.layer_norm = keras.layers.RMSNormalization(
-            epsilon=layer_norm_epsilon,
-            dtype=dtype,
-            name="sequence_output_layernorm",
-        )
-        init_decoder_graph(
+
+        build_decoder_stack(
             self,
-            embed=self.token_embedding,
-            blocks=self.transformer_layers,
-            final_norm=self.layer_norm,
+            vocabulary_size=vocabulary_size,
+            num_layers=num_layers,
+            hidden_dim=hidden_dim,
+            attention=attention,
+            intermediate_dim=intermediate_dim_mlp,
+            feedforward=feedforward,
+            layer_norm_epsilon=layer_norm_epsilon,
+            dropout=dropout,
+            tie_word_embeddings=tie_word_embeddings,
+            kernel_initializer=initializer,
             dtype=dtype,
             **kwargs,
         )
