@@ -126,6 +126,10 @@ class _GemmaStyleBlock(keras.layers.Layer):
     """What the encoder and decoder blocks share: zero-centered RMS norms
     around each branch, the GeGLU `mlp`, and residual dropout."""
 
+    # Each attention layer the constructor takes: its argument name, and
+    # the attribute that holds it (serialized by `get_config`).
+    attention_arguments = {"attention": "self_attention"}
+
     def __init__(
         self,
         intermediate_dim,
@@ -177,7 +181,20 @@ class _GemmaStyleBlock(keras.layers.Layer):
                 ),
             }
         )
+        for argument, attribute in self.attention_arguments.items():
+            config[argument] = keras.saving.serialize_keras_object(
+                getattr(self, attribute)
+            )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for argument in cls.attention_arguments:
+            config[argument] = keras.saving.deserialize_keras_object(
+                config[argument]
+            )
+        return cls(**config)
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.models")
@@ -268,21 +285,6 @@ class T5GemmaEncoderBlock(_GemmaStyleBlock):
     def compute_output_shape(self, input_shape):
         return input_shape
 
-    def get_config(self):
-        config = super().get_config()
-        config["attention"] = keras.saving.serialize_keras_object(
-            self.self_attention
-        )
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["attention"] = keras.saving.deserialize_keras_object(
-            config["attention"]
-        )
-        return cls(**config)
-
 
 @keras.saving.register_keras_serializable(package="keras_nlp.models")
 class T5GemmaDecoderBlock(_GemmaStyleBlock):
@@ -342,6 +344,11 @@ class T5GemmaDecoderBlock(_GemmaStyleBlock):
     block(decoder, encoder).shape  # (2, 3, 32)
     ```
     """
+
+    attention_arguments = {
+        "self_attention": "self_attention",
+        "cross_attention": "cross_attention",
+    }
 
     def __init__(
         self, self_attention, cross_attention, intermediate_dim, **kwargs
@@ -474,18 +481,3 @@ class T5GemmaDecoderBlock(_GemmaStyleBlock):
 
     def compute_output_shape(self, decoder_sequence_shape, *args, **kwargs):
         return decoder_sequence_shape
-
-    def get_config(self):
-        config = super().get_config()
-        for name in ("self_attention", "cross_attention"):
-            config[name] = keras.saving.serialize_keras_object(
-                getattr(self, name)
-            )
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for name in ("self_attention", "cross_attention"):
-            config[name] = keras.saving.deserialize_keras_object(config[name])
-        return cls(**config)

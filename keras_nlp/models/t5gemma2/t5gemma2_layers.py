@@ -126,6 +126,8 @@ class T5Gemma2DecoderBlock(_GemmaStyleBlock):
     Call arguments: those of `T5GemmaDecoderBlock`.
     """
 
+    attention_arguments = {"attention": "merged_attention"}
+
     def __init__(self, attention, intermediate_dim, **kwargs):
         super().__init__(intermediate_dim, **kwargs)
         self.merged_attention = attention
@@ -233,18 +235,3 @@ class T5Gemma2DecoderBlock(_GemmaStyleBlock):
 
     def compute_output_shape(self, decoder_sequence_shape, *args, **kwargs):
         return decoder_sequence_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config["attention"] = keras.saving.serialize_keras_object(
-            self.merged_attention
-        )
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["attention"] = keras.saving.deserialize_keras_object(
-            config["attention"]
-        )
-        return cls(**config)
