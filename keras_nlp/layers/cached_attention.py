@@ -15,6 +15,7 @@ from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.dims import einsum_dims
 from keras_nlp.distribution.layout_map import pin_activation
 from keras_nlp.distribution.layout_map import pin_input
+from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.fused_projection import project_together
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
@@ -122,7 +123,7 @@ def write_cache(cache, key, value, start_index):
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
-class CachedGroupedQueryAttention(keras.layers.Layer):
+class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
     """Grouped-query self-attention with a key/value cache.
 
     `num_query_heads` query heads share `num_key_value_heads` key/value
@@ -238,6 +239,8 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
     step, cache = attention(x[:, :1], cache=cache, cache_update_index=0)
     ```
     """
+
+    layer_arguments = ("rotary_embedding",)
 
     def __init__(
         self,
@@ -606,12 +609,3 @@ class CachedGroupedQueryAttention(keras.layers.Layer):
         if self.key_value_input_dim is not None:
             config["key_value_input_dim"] = self.key_value_input_dim
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        if config.get("rotary_embedding") is not None:
-            config["rotary_embedding"] = keras.saving.deserialize_keras_object(
-                config["rotary_embedding"]
-            )
-        return cls(**config)

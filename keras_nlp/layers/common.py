@@ -1,6 +1,6 @@
 """What several layers share: the feed-forward kernels' dimension names,
-activations by name, the plain feed-forward's projections, and checks of
-their arguments."""
+activations by name, the plain feed-forward's projections, checks of
+their arguments, and `from_config` for layers built from other layers."""
 
 import keras
 
@@ -44,6 +44,26 @@ def feedforward_denses(
             hidden_dim, FEEDFORWARD_OUTPUT_DIMS, name=output, **options
         ),
     )
+
+
+class TakesLayers:
+    """Mixin: `from_config` for a layer whose constructor takes layers.
+
+    `get_config` writes each such argument with
+    `keras.saving.serialize_keras_object`; `from_config` reads back the
+    arguments named in `layer_arguments` (those present and not `None`)
+    before calling the constructor. List it before `keras.layers.Layer`.
+    """
+
+    layer_arguments = ()
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        for key in cls.layer_arguments:
+            if config.get(key) is not None:
+                config[key] = keras.saving.deserialize_keras_object(config[key])
+        return cls(**config)
 
 
 def check_sublayer_keys(sublayer_names, defaults):

@@ -9,6 +9,7 @@ from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.common import FEEDFORWARD_INPUT_DIMS
 from keras_nlp.layers.common import FEEDFORWARD_OUTPUT_DIMS
+from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.common import get_activation
 from keras_nlp.layers.dense import named_dense
@@ -61,7 +62,7 @@ def _check_block_options(
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
-class DecoderBlock(RematBlock, keras.layers.Layer):
+class DecoderBlock(RematBlock, TakesLayers, keras.layers.Layer):
     """Causal transformer block: attention, then a feed-forward.
 
     Sequential (Llama, Mistral, Qwen, Phi-3, GPT-2, OPT, Bloom, Falcon):
@@ -154,6 +155,8 @@ class DecoderBlock(RematBlock, keras.layers.Layer):
     block(np.random.rand(2, 5, 32).astype("float32")).shape  # (2, 5, 32)
     ```
     """
+
+    layer_arguments = ("attention", "feedforward")
 
     def __init__(
         self,
@@ -386,11 +389,3 @@ class DecoderBlock(RematBlock, keras.layers.Layer):
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for key in ("attention", "feedforward"):
-            if config.get(key) is not None:
-                config[key] = keras.saving.deserialize_keras_object(config[key])
-        return cls(**config)

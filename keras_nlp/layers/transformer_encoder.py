@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.layout_map import pin_input
+from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.common import check_rates
 from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.common import feedforward_denses
@@ -35,7 +36,7 @@ def encoder_attention_mask(padding_mask, query_length):
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
-class TransformerEncoderBlock(RematBlock, keras.layers.Layer):
+class TransformerEncoderBlock(RematBlock, TakesLayers, keras.layers.Layer):
     """Bidirectional transformer block (BERT and its relatives, Whisper).
 
     Post-norm (BERT, BART):
@@ -104,6 +105,8 @@ class TransformerEncoderBlock(RematBlock, keras.layers.Layer):
     block(x, padding_mask=mask).shape  # (2, 5, 32)
     ```
     """
+
+    layer_arguments = ("mixing",)
 
     def __init__(
         self,
@@ -217,11 +220,3 @@ class TransformerEncoderBlock(RematBlock, keras.layers.Layer):
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["mixing"] = keras.saving.deserialize_keras_object(
-            config["mixing"]
-        )
-        return cls(**config)

@@ -45,6 +45,7 @@ import numpy as np
 import pytest
 
 from keras_nlp.distribution.activations import query_chunk_scope
+from keras_nlp.layers.common import TakesLayers
 from keras_nlp.models import Backbone
 from tests.models.backbone_checks import assert_gradients_close
 from tests.models.backbone_checks import assert_outputs_close
@@ -265,6 +266,14 @@ def test_config_round_trip(case):
             (v.path, tuple(v.shape)) for v in ref.backbone.weights
         ]
         return
+    # Blocks and attention layers built from other layers read back their
+    # own configs too (standalone, as `keras.saving` stores them).
+    for layer in ref.backbone._flatten_layers():
+        if isinstance(layer, TakesLayers):
+            layer_config = layer.get_config()
+            assert type(layer).from_config(layer_config).get_config() == (
+                layer_config
+            ), layer.path
     # A class's first config is rebuilt for real and gives the same outputs.
     clone = ref.backbone_cls.from_config(restored)
     assert clone.get_config() == config

@@ -10,6 +10,7 @@ from keras import ops
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.layout_map import pin_input
+from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.gated_feedforward import GatedFeedForward
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.sparse_moe import SparseMoE
@@ -128,7 +129,7 @@ def _pad_features(x, width):
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.models")
-class MultiHeadLatentAttention(keras.layers.Layer):
+class MultiHeadLatentAttention(TakesLayers, keras.layers.Layer):
     """DeepSeek's multi-head latent attention (MLA), with a latent cache.
 
     Queries: `query_b(norm(query_a(x)))` (`query(x)` when `q_lora_rank` is
@@ -194,6 +195,8 @@ class MultiHeadLatentAttention(keras.layers.Layer):
     step, cache = attention(x[:, :1], cache=cache, cache_update_index=0)
     ```
     """
+
+    layer_arguments = ("rotary_embedding",)
 
     def __init__(
         self,
@@ -369,14 +372,6 @@ class MultiHeadLatentAttention(keras.layers.Layer):
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["rotary_embedding"] = keras.saving.deserialize_keras_object(
-            config["rotary_embedding"]
-        )
-        return cls(**config)
 
 
 def check_grouping(num_experts, num_experts_per_tok, n_group, topk_group):

@@ -7,6 +7,7 @@ from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import decoder_attention_mask
+from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.fused_projection import project_together
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.zero_centered_rms_normalization import (
@@ -98,7 +99,7 @@ def gemma_attention(
     )
 
 
-class GemmaDecoderBlock(keras.layers.Layer):
+class GemmaDecoderBlock(TakesLayers, keras.layers.Layer):
     """Pre-norm decoder block with optional post-norms (Gemma 2 and 3).
 
     Computes
@@ -163,6 +164,8 @@ class GemmaDecoderBlock(keras.layers.Layer):
     outputs = block(np.ones((2, 5, 32), "float32"))  # shape (2, 5, 32)
     ```
     """
+
+    layer_arguments = ("attention",)
 
     def __init__(
         self,
@@ -330,11 +333,3 @@ class GemmaDecoderBlock(keras.layers.Layer):
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["attention"] = keras.saving.deserialize_keras_object(
-            config["attention"]
-        )
-        return cls(**config)

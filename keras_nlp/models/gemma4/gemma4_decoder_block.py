@@ -8,6 +8,7 @@ from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import decoder_attention_mask
+from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.expert_bank import ExpertBank
 from keras_nlp.layers.fused_projection import project_together
@@ -111,7 +112,7 @@ class Gemma4Router(keras.layers.Layer):
         return config
 
 
-class Gemma4DecoderBlock(keras.layers.Layer):
+class Gemma4DecoderBlock(TakesLayers, keras.layers.Layer):
     """Gemma 4's decoder block.
 
     Computes
@@ -157,6 +158,8 @@ class Gemma4DecoderBlock(keras.layers.Layer):
         The outputs; with a cache `(outputs, cache)`; with
         `return_key_value`, `(outputs, keys, values)` (and the cache last).
     """
+
+    layer_arguments = ("attention",)
 
     def __init__(
         self,
@@ -411,11 +414,3 @@ class Gemma4DecoderBlock(keras.layers.Layer):
             }
         )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        config["attention"] = keras.saving.deserialize_keras_object(
-            config["attention"]
-        )
-        return cls(**config)

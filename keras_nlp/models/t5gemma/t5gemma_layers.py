@@ -12,6 +12,7 @@ import keras
 
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import decoder_attention_mask
+from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.common import check_rates
 from keras_nlp.layers.gated_feedforward import GatedFeedForward
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
@@ -122,13 +123,14 @@ def t5gemma_attention(
     )
 
 
-class _GemmaStyleBlock(keras.layers.Layer):
+class _GemmaStyleBlock(TakesLayers, keras.layers.Layer):
     """What the encoder and decoder blocks share: zero-centered RMS norms
     around each branch, the GeGLU `mlp`, and residual dropout."""
 
-    # Each attention layer the constructor takes: its argument name, and
-    # the attribute that holds it (serialized by `get_config`).
-    attention_arguments = {"attention": "self_attention"}
+    # The attention layers the constructor takes, and the attributes that
+    # hold them, in the same order (serialized by `get_config`).
+    layer_arguments = ("attention",)
+    attention_attributes = ("self_attention",)
 
     def __init__(
         self,
@@ -181,20 +183,13 @@ class _GemmaStyleBlock(keras.layers.Layer):
                 ),
             }
         )
-        for argument, attribute in self.attention_arguments.items():
+        for argument, attribute in zip(
+            self.layer_arguments, self.attention_attributes, strict=True
+        ):
             config[argument] = keras.saving.serialize_keras_object(
                 getattr(self, attribute)
             )
         return config
-
-    @classmethod
-    def from_config(cls, config):
-        config = dict(config)
-        for argument in cls.attention_arguments:
-            config[argument] = keras.saving.deserialize_keras_object(
-                config[argument]
-            )
-        return cls(**config)
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.models")
@@ -345,10 +340,8 @@ class T5GemmaDecoderBlock(_GemmaStyleBlock):
     ```
     """
 
-    attention_arguments = {
-        "self_attention": "self_attention",
-        "cross_attention": "cross_attention",
-    }
+    layer_arguments = ("self_attention", "cross_attention")
+    attention_attributes = layer_arguments
 
     def __init__(
         self, self_attention, cross_attention, intermediate_dim, **kwargs

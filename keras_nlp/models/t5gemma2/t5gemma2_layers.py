@@ -126,7 +126,7 @@ class T5Gemma2DecoderBlock(_GemmaStyleBlock):
     Call arguments: those of `T5GemmaDecoderBlock`.
     """
 
-    attention_arguments = {"attention": "merged_attention"}
+    attention_attributes = ("merged_attention",)
 
     def __init__(self, attention, intermediate_dim, **kwargs):
         super().__init__(intermediate_dim, **kwargs)
