@@ -440,6 +440,23 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
         value = self.value_dense(key_value_inputs)
         return ops.stack((key, value), axis=1)
 
+    def _mask_and_bias(self, attention_mask, query, key, start_index):
+        """The boolean mask the softmax reads and the position bias.
+
+        The caller's `attention_mask` (if any) and the layer's own
+        position mask (sliding window, chunks) both hold; either may be
+        `None`, and so may the result.
+        """
+        window, bias = self._position_mask_and_bias(
+            ops.shape(query)[1], ops.shape(key)[1], start_index
+        )
+        mask = None
+        if attention_mask is not None:
+            mask = ops.cast(attention_mask, "bool")
+        if window is not None:
+            mask = window if mask is None else ops.logical_and(mask, window)
+        return mask, bias
+
     def _position_mask_and_bias(self, query_length, key_length, start_index):
         """Sliding-window mask `(1, q, k)` and ALiBi bias `(1, N, q, k)`."""
         if self.sliding_window_size is None and not self.use_alibi:
@@ -527,15 +544,9 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
         if cache is not None:
             key, value, cache = write_cache(cache, key, value, start_index)
 
-        window, bias = self._position_mask_and_bias(
-            ops.shape(query)[1], ops.shape(key)[1], start_index
+        mask, bias = self._mask_and_bias(
+            attention_mask, query, key, start_index
         )
-        attention_mask = (
-            None if attention_mask is None else ops.cast(attention_mask, "bool")
-        )
-        mask = attention_mask
-        if window is not None:
-            mask = window if mask is None else ops.logical_and(mask, window)
 
         scale = self.query_scale
         if scale is None:
@@ -555,7 +566,8 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
             sinks=self.sinks,
         )
         if self.zero_unattended_queries and attention_mask is not None:
-            has_keys = ops.any(attention_mask, axis=-1)[:, :, None, None]
+            attends = ops.cast(attention_mask, "bool")
+            has_keys = ops.any(attends, axis=-1)[:, :, None, None]
             outputs = ops.where(has_keys, outputs, ops.zeros_like(outputs))
         if self.flat_output_kernel:
             batch, length = ops.shape(outputs)[0], ops.shape(outputs)[1]

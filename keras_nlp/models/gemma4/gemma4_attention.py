@@ -201,15 +201,7 @@ class Gemma4Attention(CachedGroupedQueryAttention):
             if cache is not None:
                 key, value, cache = write_cache(cache, key, value, start_index)
 
-        window, _ = self._position_mask_and_bias(
-            ops.shape(query)[1], ops.shape(key)[1], start_index
-        )
-        attention_mask = (
-            None if attention_mask is None else ops.cast(attention_mask, "bool")
-        )
-        mask = attention_mask
-        if window is not None:
-            mask = window if mask is None else ops.logical_and(mask, window)
+        mask, _ = self._mask_and_bias(attention_mask, query, key, start_index)
         outputs = grouped_query_attention(
             query,
             key,

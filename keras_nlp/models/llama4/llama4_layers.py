@@ -223,18 +223,8 @@ class Llama4Attention(CachedGroupedQueryAttention):
         value = pin_activation(self, "keys", value)
         if cache is not None:
             key, value, cache = write_cache(cache, key, value, start_index)
-        chunk_mask, _ = self._position_mask_and_bias(
-            ops.shape(query)[1], ops.shape(key)[1], start_index
-        )
-        mask = (
-            None if attention_mask is None else ops.cast(attention_mask, "bool")
-        )
-        if chunk_mask is not None:
-            mask = (
-                chunk_mask
-                if mask is None
-                else ops.logical_and(mask, chunk_mask)
-            )
+        # The chunks are this layer's position mask.
+        mask, _ = self._mask_and_bias(attention_mask, query, key, start_index)
         scale = self.query_scale
         if scale is None:
             scale = self._head_dim**-0.5
