@@ -7,8 +7,11 @@ import pytest
 from tests.models.zoo import reference
 
 
-def test_position_ids_must_be_the_token_indices():
-    ref = reference("Gemma4Backbone")
+# Parametrized with the class so that it runs in that class's group, on the
+# worker that has already built the zoo's Gemma 4 (tests/conftest.py).
+@pytest.mark.parametrize("name", ["Gemma4Backbone"])
+def test_position_ids_must_be_the_token_indices(name):
+    ref = reference(name)
     batch, length = ref.inputs["token_ids"].shape
     indices = np.broadcast_to(np.arange(length), (batch, length))
     # The indices are what RoPE reads anyway: the same outputs.
