@@ -16,6 +16,44 @@ SELF_ATTENTION = "self_attention"
 CROSS_ATTENTION = "cross_attention"
 
 
+def attend_self(attention, inputs, mask, cache, start_index, training, updated):
+    """A decoder block's self-attention, with its cache when given.
+
+    The updated cache is appended to `updated` (the branch returns only
+    the outputs, for the residual around it).
+    """
+    if cache is None:
+        return attention(inputs, attention_mask=mask, training=training)
+    outputs, cache = attention(
+        inputs,
+        attention_mask=mask,
+        cache=cache,
+        cache_update_index=start_index,
+        training=training,
+    )
+    updated.append(cache)
+    return outputs
+
+
+def attend_encoder(attention, inputs, mask, encoder_sequence, cache, training):
+    """A decoder block's cross-attention over the encoder's outputs, or
+    over their keys and values cached once per source."""
+    if cache is not None:
+        source = {"key_value_cache": cache}
+    else:
+        source = {"key_value_inputs": encoder_sequence}
+    return attention(inputs, attention_mask=mask, training=training, **source)
+
+
+def check_encoder_source(block, encoder_sequence, cross_attention_cache):
+    """A decoder block reads the encoder's outputs or their cache."""
+    if encoder_sequence is None and cross_attention_cache is None:
+        raise ValueError(
+            f"{type(block).__name__} needs the encoder's outputs: pass "
+            "`encoder_sequence` or `cross_attention_cache`."
+        )
+
+
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class CrossAttentionDecoderBlock(RematBlock, keras.layers.Layer):
     """Causal self-attention, cross-attention, then a feed-forward.
@@ -210,11 +248,7 @@ class CrossAttentionDecoderBlock(RematBlock, keras.layers.Layer):
         self_attention_cache_update_index=None,
         cross_attention_cache=None,
     ):
-        if encoder_sequence is None and cross_attention_cache is None:
-            raise ValueError(
-                "CrossAttentionDecoderBlock needs the encoder's outputs: "
-                "pass `encoder_sequence` or `cross_attention_cache`."
-            )
+        check_encoder_source(self, encoder_sequence, cross_attention_cache)
         shape = ops.shape(decoder_sequence)
         key_length = shape[1]
         start_index = 0
@@ -235,33 +269,24 @@ class CrossAttentionDecoderBlock(RematBlock, keras.layers.Layer):
         updated = []
 
         def self_attend(y):
-            if self_attention_cache is None:
-                return self.self_attention(
-                    y, attention_mask=self_mask, training=training
-                )
-            y, cache = self.self_attention(
+            return attend_self(
+                self.self_attention,
                 y,
-                attention_mask=self_mask,
-                cache=self_attention_cache,
-                cache_update_index=start_index,
-                training=training,
+                self_mask,
+                self_attention_cache,
+                start_index,
+                training,
+                updated,
             )
-            updated.append(cache)
-            return y
 
         def cross_attend(y):
-            if cross_attention_cache is not None:
-                return self.cross_attention(
-                    y,
-                    attention_mask=cross_mask,
-                    key_value_cache=cross_attention_cache,
-                    training=training,
-                )
-            return self.cross_attention(
+            return attend_encoder(
+                self.cross_attention,
                 y,
-                attention_mask=cross_mask,
-                key_value_inputs=encoder_sequence,
-                training=training,
+                cross_mask,
+                encoder_sequence,
+                cross_attention_cache,
+                training,
             )
 
         x = self._branch(

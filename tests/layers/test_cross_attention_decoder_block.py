@@ -160,3 +160,14 @@ def test_use_key_bias_overrides_use_bias_for_the_key_only():
         ).use_key_bias
         is False
     )
+
+
+def test_a_decoder_block_without_the_encoders_outputs_names_both_sources():
+    block = randomized_block()
+    decoder, _ = sequences()
+    with pytest.raises(ValueError) as error:
+        block(decoder)
+    assert str(error.value) == (
+        "CrossAttentionDecoderBlock needs the encoder's outputs: pass "
+        "`encoder_sequence` or `cross_attention_cache`."
+    )

@@ -14,6 +14,9 @@ from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import decoder_attention_mask
 from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.common import check_rates
+from keras_nlp.layers.cross_attention_decoder_block import attend_encoder
+from keras_nlp.layers.cross_attention_decoder_block import attend_self
+from keras_nlp.layers.cross_attention_decoder_block import check_encoder_source
 from keras_nlp.layers.gated_feedforward import GatedFeedForward
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.transformer_encoder import encoder_attention_mask
@@ -408,11 +411,7 @@ class T5GemmaDecoderBlock(_GemmaStyleBlock):
         self_attention_cache_update_index=None,
         cross_attention_cache=None,
     ):
-        if encoder_sequence is None and cross_attention_cache is None:
-            raise ValueError(
-                "T5GemmaDecoderBlock needs the encoder's outputs: pass "
-                "`encoder_sequence` or `cross_attention_cache`."
-            )
+        check_encoder_source(self, encoder_sequence, cross_attention_cache)
         start_index = 0
         if self_attention_cache is not None:
             start_index = self_attention_cache_update_index
@@ -430,27 +429,24 @@ class T5GemmaDecoderBlock(_GemmaStyleBlock):
         updated = []
 
         def self_attend(y):
-            if self_attention_cache is None:
-                return self.self_attention(
-                    y, attention_mask=self_mask, training=training
-                )
-            y, cache = self.self_attention(
+            return attend_self(
+                self.self_attention,
                 y,
-                attention_mask=self_mask,
-                cache=self_attention_cache,
-                cache_update_index=start_index,
-                training=training,
+                self_mask,
+                self_attention_cache,
+                start_index,
+                training,
+                updated,
             )
-            updated.append(cache)
-            return y
 
         def cross_attend(y):
-            if cross_attention_cache is not None:
-                kwargs = {"key_value_cache": cross_attention_cache}
-            else:
-                kwargs = {"key_value_inputs": encoder_sequence}
-            return self.cross_attention(
-                y, attention_mask=cross_mask, training=training, **kwargs
+            return attend_encoder(
+                self.cross_attention,
+                y,
+                cross_mask,
+                encoder_sequence,
+                cross_attention_cache,
+                training,
             )
 
         x = self._branch(

@@ -8,6 +8,7 @@ from keras_nlp.distribution.layout_map import pin_activation
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.cached_attention import write_cache
+from keras_nlp.layers.cross_attention_decoder_block import check_encoder_source
 from keras_nlp.layers.fused_projection import project_together
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.models.t5gemma.t5gemma_layers import T5GemmaDecoderBlock
@@ -174,11 +175,7 @@ class T5Gemma2DecoderBlock(_GemmaStyleBlock):
         self_attention_cache_update_index=None,
         cross_attention_cache=None,
     ):
-        if encoder_sequence is None and cross_attention_cache is None:
-            raise ValueError(
-                "T5Gemma2DecoderBlock needs the encoder's outputs: pass "
-                "`encoder_sequence` or `cross_attention_cache`."
-            )
+        check_encoder_source(self, encoder_sequence, cross_attention_cache)
         if cross_attention_cache is None:
             cross_attention_cache = self.cross_attention_cache(encoder_sequence)
         start_index = 0
