@@ -115,6 +115,12 @@ class Qwen3_5DecoderBlock(keras.layers.Layer):
                 hidden_dim, FEEDFORWARD_OUTPUT_DIMS, "output"
             )
 
+    @property
+    def attention(self):
+        """The full attention (its key/value cache is planned), or `None`
+        in a linear attention block."""
+        return None if self.is_linear else self.mixer
+
     def build(self, input_shape):
         self.input_layernorm.build(input_shape)
         self.mixer.build(input_shape)

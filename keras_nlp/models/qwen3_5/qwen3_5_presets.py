@@ -1,11 +1,24 @@
 """Built-in Qwen 3.5 preset configs (configs only: no weights are bundled).
 
 keras-hub 0.32 lists these presets without their configs; the sizes here
-are the Hugging Face `text_config`s of the checkpoints (written from
-memory, checked against keras-hub's parameter counts less their vision
-encoders). Every fourth block is full attention; `mrope_section` only
-matters for image positions, which these text backbones do not take.
+are the Hugging Face `text_config`s of the checkpoints, written from
+memory and checked against keras-hub's parameter counts, which include a
+vision encoder whose merger grows by `4 * vision_width + 1` per unit of
+our `hidden_dim`: with the 35B-A3B's text count exact (see
+`qwen3_5_moe_presets.py`), keras-hub's 9B and 27B counts leave the very
+same vision encoder as the 35B-A3B's, and its 2B and 4B counts the same
+smaller one for both; the 0.8B's is unchecked. Every fourth block is full
+attention; `mrope_section` only matters for image positions, which these
+text backbones do not take.
 """
+
+
+def _every_fourth_full(num_layers):
+    return [
+        "full_attention" if (i + 1) % 4 == 0 else "linear_attention"
+        for i in range(num_layers)
+    ]
+
 
 _QWEN3_5 = {
     "vocabulary_size": 248320,
@@ -21,7 +34,12 @@ _QWEN3_5 = {
     "mrope_section": [11, 11, 10],
 }
 
-_SMALL = {"num_layers": 24, "num_query_heads": 8, "num_key_value_heads": 2}
+_SMALL = {
+    "num_layers": 24,
+    "layer_types": _every_fourth_full(24),
+    "num_query_heads": 8,
+    "num_key_value_heads": 2,
+}
 _0_8B = {
     **_QWEN3_5,
     **_SMALL,
@@ -38,7 +56,12 @@ _2B = {
     "linear_num_value_heads": 16,
     "tie_word_embeddings": True,
 }
-_MID = {"num_layers": 32, "num_query_heads": 16, "num_key_value_heads": 4}
+_MID = {
+    "num_layers": 32,
+    "layer_types": _every_fourth_full(32),
+    "num_query_heads": 16,
+    "num_key_value_heads": 4,
+}
 _4B = {
     **_QWEN3_5,
     **_MID,
@@ -58,6 +81,7 @@ _9B = {
 _27B = {
     **_QWEN3_5,
     "num_layers": 64,
+    "layer_types": _every_fourth_full(64),
     "num_query_heads": 24,
     "num_key_value_heads": 4,
     "hidden_dim": 5120,

@@ -7,9 +7,18 @@ text-only `qwen_agent_world_35b_a3b` (its other presets add a vision
 encoder). Every fourth block is full attention.
 """
 
+
+def _every_fourth_full(num_layers):
+    return [
+        "full_attention" if (i + 1) % 4 == 0 else "linear_attention"
+        for i in range(num_layers)
+    ]
+
+
 _35B_A3B = {
     "vocabulary_size": 248320,
     "num_layers": 40,
+    "layer_types": _every_fourth_full(40),
     "num_query_heads": 16,
     "num_key_value_heads": 2,
     "head_dim": 256,
