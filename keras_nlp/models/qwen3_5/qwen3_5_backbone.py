@@ -4,6 +4,7 @@ import keras
 
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
+from keras_nlp.layers.gated_delta_net import CONV_DIMS
 from keras_nlp.layers.gated_delta_net import GATE_DIMS
 from keras_nlp.layers.gated_delta_net import HEAD_SCALAR_DIMS
 from keras_nlp.layers.gated_delta_net import OUTPUT_DIMS
@@ -171,6 +172,7 @@ def qwen3_5_rules(config, feedforward):
         ),
         named_rule(linear + "out_proj/kernel", OUTPUT_DIMS, heads, whole),
         named_rule(linear + "(A_log|dt_bias)", PER_HEAD_DIMS, heads, {}),
+        named_rule(linear + "conv1d_kernel", CONV_DIMS, {}),
         *feedforward,
     ]
 
