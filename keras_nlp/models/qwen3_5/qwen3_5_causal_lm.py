@@ -115,6 +115,26 @@ class Qwen3_5CausalLMBase(CausalLM):
             )
         return caches
 
+    def _generation_loop(self, token_ids, *args, **kwargs):
+        """`CausalLM`'s loop, its final caches pinned to their plans: the
+        loop's carry follows its uses, and XLA may give a small
+        convolution state the channel split of the projection it reads."""
+        tokens, written, caches = super()._generation_loop(
+            token_ids, *args, **kwargs
+        )
+        full, _ = self._kinds()
+        specs = planned_cache_specs(
+            self._cache_plans(),
+            token_ids.shape[0],
+            caches[0].shape[2] if full else None,
+        )
+        if specs:
+            caches = [
+                constrain(cache, spec)
+                for cache, spec in zip(caches, specs, strict=True)
+            ]
+        return tokens, written, caches
+
     def _run_blocks(self, x, caches, index, block_arguments):
         stack = self.backbone.decoder_stack
         batch_size, length = x.shape[0], x.shape[1]
@@ -122,8 +142,15 @@ class Qwen3_5CausalLMBase(CausalLM):
         max_length = caches[0].shape[2] if full else None
         specs = planned_cache_specs(self._cache_plans(), batch_size, max_length)
         slots = self._slots()
-        blocks = [f"{block.path}/output" for block in stack.blocks]
-        with batch_size_scope(batch_size), unpinned_outputs(blocks):
+        # A block (and a linear attention) given a cache returns it beside
+        # its outputs: pinned here, not as an output.
+        outputs = [f"{block.path}/output" for block in stack.blocks]
+        outputs += [
+            f"{block.mixer.path}/output"
+            for block in stack.blocks
+            if block.is_linear
+        ]
+        with batch_size_scope(batch_size), unpinned_outputs(outputs):
             updated = list(caches)
             for number, block in enumerate(stack.blocks):
                 arguments = dict(block_arguments(number))
