@@ -32,8 +32,8 @@ from keras_nlp.saving.huggingface.fields import read_sizes
 from keras_nlp.saving.huggingface.fields import write_sizes
 
 TEXT_PREFIX = "model.language_model."
-_BLOCK = "transformer_layer_{i}/"
-_LAYER = TEXT_PREFIX + "layers.{i}."
+BLOCK = "transformer_layer_{i}/"
+LAYER = TEXT_PREFIX + "layers.{i}."
 # Fields without effect on the text decoder we build.
 IGNORED_FIELDS = (
     "attention_dropout",
@@ -65,9 +65,20 @@ CONV_KERNEL = (Split(1, (1, -1)),)
 LINEAR_KERNELS = ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a")
 
 
-def read_qwen3_5_text(hf):
-    """Our Qwen 3.5 arguments (dense and MoE alike) of a text config."""
-    sizes = read_sizes(hf, grouped=True)
+def read_qwen3_5_text(hf, dense=True):
+    """Our Qwen 3.5 arguments (dense, or with `dense=False` those the MoE
+    shares) of a text config."""
+    if dense:
+        sizes = read_sizes(hf, grouped=True)
+    else:
+        heads = hf.require("num_attention_heads")
+        sizes = {
+            "vocabulary_size": hf.require("vocab_size"),
+            "num_layers": hf.require("num_hidden_layers"),
+            "hidden_dim": hf.require("hidden_size"),
+            "num_query_heads": heads,
+            "num_key_value_heads": hf.get("num_key_value_heads", heads),
+        }
     hf.expect("hidden_act", ("silu",), default="silu")
     hf.expect("attention_bias", (False,), default=False)
     hf.expect("attn_output_gate", (True,), default=True)
@@ -157,8 +168,9 @@ def write_qwen3_5_text(config, model_type):
     }
 
 
-def read_nested(hf, text_type, read_text):
-    """`read_text` of `hf`, or of its `text_config` (a multimodal type)."""
+def read_nested(hf, text_type, read_text, ignored=IGNORED_FIELDS):
+    """`read_text` of `hf`, or of its `text_config` (a multimodal type),
+    whose fields besides `ignored` must all be read."""
     if hf.data.get("model_type") == text_type:
         return read_text(hf)
     text = nested_config(hf, "text_config", {})
@@ -167,7 +179,7 @@ def read_nested(hf, text_type, read_text):
     tied = hf.get("tie_word_embeddings", False)
     text.data.setdefault("tie_word_embeddings", tied)
     config = read_text(text)
-    text.check_all_read((*IGNORED_FIELDS, "model_type"))
+    text.check_all_read((*ignored, "model_type"))
     return config
 
 
@@ -184,8 +196,8 @@ def write_nested(text, architecture, model_type):
 def qwen3_5_weights(feedforward):
     """The tensor table: embeddings, norms, both attentions, then the
     `feedforward` rows."""
-    linear = _LAYER + "linear_attn."
-    ours = _BLOCK + "linear_attn/"
+    linear = LAYER + "linear_attn."
+    ours = BLOCK + "linear_attn/"
     return [
         Weight(
             "token_embedding/embeddings", TEXT_PREFIX + "embed_tokens.weight"
@@ -193,20 +205,20 @@ def qwen3_5_weights(feedforward):
         Weight("token_embedding/reverse_embeddings", "lm_head.weight", KERNEL),
         Weight("sequence_output_layernorm/scale", TEXT_PREFIX + "norm.weight"),
         Weight(
-            _BLOCK + "input_layernorm/scale", _LAYER + "input_layernorm.weight"
+            BLOCK + "input_layernorm/scale", LAYER + "input_layernorm.weight"
         ),
         Weight(
-            _BLOCK + "post_attention_layernorm/scale",
-            _LAYER + "post_attention_layernorm.weight",
+            BLOCK + "post_attention_layernorm/scale",
+            LAYER + "post_attention_layernorm.weight",
         ),
-        *attention_rows(_BLOCK + "self_attention", _LAYER + "self_attn"),
+        *attention_rows(BLOCK + "self_attention", LAYER + "self_attn"),
         Weight(
-            _BLOCK + "self_attention/query_norm/scale",
-            _LAYER + "self_attn.q_norm.weight",
+            BLOCK + "self_attention/query_norm/scale",
+            LAYER + "self_attn.q_norm.weight",
         ),
         Weight(
-            _BLOCK + "self_attention/key_norm/scale",
-            _LAYER + "self_attn.k_norm.weight",
+            BLOCK + "self_attention/key_norm/scale",
+            LAYER + "self_attn.k_norm.weight",
         ),
         *(
             Weight(ours + f"{name}/kernel", linear + f"{name}.weight", KERNEL)
@@ -222,8 +234,8 @@ def qwen3_5_weights(feedforward):
 
 DENSE_FEEDFORWARD = [
     Weight(
-        _BLOCK + f"feedforward_{ours}_dense/kernel",
-        _LAYER + f"mlp.{theirs}_proj.weight",
+        BLOCK + f"feedforward_{ours}_dense/kernel",
+        LAYER + f"mlp.{theirs}_proj.weight",
         KERNEL,
     )
     for ours, theirs in (
