@@ -104,6 +104,8 @@ def describe_caches(model):
 
     A backbone has caches when it keeps a `decoder_stack` (see
     `keras_nlp.models.decoder.DecoderStack`): one per block's attention.
+    A block whose `attention` is `None` (Qwen 3.5's linear attention,
+    whose state has a fixed size) has none.
     """
     stack = getattr(model, "decoder_stack", None)
     if stack is None:
@@ -111,6 +113,8 @@ def describe_caches(model):
     found = []
     for block in stack.blocks:
         attention = block.attention
+        if attention is None:
+            continue
         dense, heads_letter, head_dim_letter = attention.cache_kernel()
         kernel = getattr(dense, "_kernel", None)
         if kernel is None or attention.path is None:

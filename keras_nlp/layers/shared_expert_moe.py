@@ -48,6 +48,11 @@ class SharedExpertSparseMoE(SparseMoE):
             `router_aux_loss_coef`, `sublayer_names`, ...) and of
             `keras.layers.Layer`. Jitter noise, if any, reaches only the
             routed experts.
+        shared_expert_name, shared_expert_gate_name: keyword-only; the
+            names of the shared expert and of its gate (their variables'
+            path segments). Default to `shared_expert_dense` and
+            `shared_expert_gate_dense`; Qwen 3.5 MoE's are
+            `shared_expert` and `shared_expert_gate`.
 
     Example:
 
@@ -67,9 +72,18 @@ class SharedExpertSparseMoE(SparseMoE):
     """
 
     def __init__(
-        self, num_experts, intermediate_dim, shared_intermediate_dim, **kwargs
+        self,
+        num_experts,
+        intermediate_dim,
+        shared_intermediate_dim,
+        *,
+        shared_expert_name=SHARED_EXPERT,
+        shared_expert_gate_name=SHARED_EXPERT_GATE,
+        **kwargs,
     ):
         super().__init__(num_experts, intermediate_dim, **kwargs)
+        self.shared_expert_name = shared_expert_name
+        self.shared_expert_gate_name = shared_expert_gate_name
         check_positive_ints(shared_intermediate_dim=shared_intermediate_dim)
         self.shared_intermediate_dim = shared_intermediate_dim
         self.shared_expert = GatedFeedForward(
@@ -77,12 +91,12 @@ class SharedExpertSparseMoE(SparseMoE):
             activation=self.activation,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
-            name=SHARED_EXPERT,
+            name=shared_expert_name,
         )
         self.shared_expert_gate = named_dense(
             1,
             SHARED_EXPERT_GATE_DIMS,
-            name=SHARED_EXPERT_GATE,
+            name=shared_expert_gate_name,
             use_bias=False,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
@@ -105,10 +119,21 @@ class SharedExpertSparseMoE(SparseMoE):
     def get_config(self):
         config = super().get_config()
         config["shared_intermediate_dim"] = self.shared_intermediate_dim
+        # Only when renamed, so existing configs read as before.
+        if self.shared_expert_name != SHARED_EXPERT:
+            config["shared_expert_name"] = self.shared_expert_name
+        if self.shared_expert_gate_name != SHARED_EXPERT_GATE:
+            config["shared_expert_gate_name"] = self.shared_expert_gate_name
         return config
 
 
-def shared_expert_moe_rules(prefix, fused_gate_intermediate=False):
+def shared_expert_moe_rules(
+    prefix,
+    fused_gate_intermediate=False,
+    sublayer_names=None,
+    shared_expert_name=SHARED_EXPERT,
+    shared_expert_gate_name=SHARED_EXPERT_GATE,
+):
     """Layout rules of a `SharedExpertSparseMoE` under `prefix` (with `/`).
 
     The routed experts as `sparse_moe_rules` places them; the shared expert
@@ -116,14 +141,19 @@ def shared_expert_moe_rules(prefix, fused_gate_intermediate=False):
     axis). Its gate `(hidden, 1)` is declared replicated, as the router is:
     one hidden-sized vector per block that every token reads, where
     sharding hidden would add a collective per block to save a few
-    kilobytes.
+    kilobytes. `sublayer_names` and the shared expert's names are the
+    layer's, when it renames them.
     """
     return [
         *sparse_moe_rules(
-            prefix, fused_gate_intermediate=fused_gate_intermediate
+            prefix,
+            sublayer_names=sublayer_names,
+            fused_gate_intermediate=fused_gate_intermediate,
         ),
-        *feedforward_rules(prefix + SHARED_EXPERT + "/"),
+        *feedforward_rules(prefix + shared_expert_name + "/"),
         named_rule(
-            prefix + SHARED_EXPERT_GATE + "/kernel", SHARED_EXPERT_GATE_DIMS, {}
+            prefix + shared_expert_gate_name + "/kernel",
+            SHARED_EXPERT_GATE_DIMS,
+            {},
         ),
     ]

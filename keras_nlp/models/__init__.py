@@ -80,6 +80,12 @@ from keras_nlp.models.pali_gemma.pali_gemma_causal_lm import PaliGemmaCausalLM
 from keras_nlp.models.phi3.phi3_backbone import Phi3Backbone
 from keras_nlp.models.qwen.qwen_backbone import QwenBackbone
 from keras_nlp.models.qwen3.qwen3_backbone import Qwen3Backbone
+from keras_nlp.models.qwen3_5.qwen3_5_backbone import Qwen3_5Backbone
+from keras_nlp.models.qwen3_5.qwen3_5_causal_lm import Qwen3_5CausalLM
+from keras_nlp.models.qwen3_5_moe.qwen3_5_moe_backbone import Qwen3_5MoeBackbone
+from keras_nlp.models.qwen3_5_moe.qwen3_5_moe_causal_lm import (
+    Qwen3_5MoeCausalLM,
+)
 from keras_nlp.models.qwen3_moe.qwen3_moe_backbone import Qwen3MoeBackbone
 from keras_nlp.models.qwen_moe.qwen_moe_backbone import QwenMoeBackbone
 from keras_nlp.models.roberta.roberta_backbone import RobertaBackbone
@@ -141,6 +147,10 @@ __all__ = [
     "Phi3CausalLM",
     "Qwen3Backbone",
     "Qwen3CausalLM",
+    "Qwen3_5Backbone",
+    "Qwen3_5CausalLM",
+    "Qwen3_5MoeBackbone",
+    "Qwen3_5MoeCausalLM",
     "Qwen3MoeBackbone",
     "Qwen3MoeCausalLM",
     "QwenBackbone",

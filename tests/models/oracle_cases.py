@@ -25,7 +25,9 @@ from tests.models.backbone_checks import random_inputs
 from tests.models.backbone_checks import unit_scale_value
 from tests.models.backbone_checks import vocabulary_of
 from tests.models.tiny_configs import GEMMA4_MOE_OPTIONS
+from tests.models.tiny_configs import QWEN3_5_MOE_OPTIONS
 from tests.models.tiny_configs import gemma4_config
+from tests.models.tiny_configs import qwen3_5_config
 from tests.models.tiny_configs import smollm3_config
 from tests.models.tiny_configs import t5gemma_config
 
@@ -1308,6 +1310,34 @@ def _with_position_ids(inputs):
     return dict(inputs, position_ids=np.array(positions))
 
 
+# Qwen 3.5 oracle configs: the shared builder at these sizes, three
+# blocks (linear, full, linear).
+_qwen3_5 = functools.partial(
+    qwen3_5_config,
+    vocabulary_size=64,
+    hidden_dim=32,
+    intermediate_dim=48,
+    num_layers=3,
+    layer_types=["linear_attention", "full_attention", "linear_attention"],
+)
+
+
+def _qwen3_5_moe():
+    """The MoE's: Qwen 3.5's with experts for the dense feed-forward."""
+    config = _qwen3_5(**QWEN3_5_MOE_OPTIONS)
+    del config["intermediate_dim"]
+    return config
+
+
+def _qwen3_5_inputs(config):
+    """14 tokens (more than the window of 5), row 0 left-padded, row 1
+    right-padded: padding on either side leaves the real tokens alone."""
+    inputs = random_inputs(config["vocabulary_size"], batch=3, length=14)
+    inputs["padding_mask"][1, -4:] = 0
+    inputs["token_ids"][1, -4:] = 0
+    return inputs
+
+
 # SmolLM3 oracle configs: the shared builder at these sizes.
 _smollm3 = functools.partial(
     smollm3_config, vocabulary_size=100, hidden_dim=32, intermediate_dim=48
@@ -2020,6 +2050,53 @@ DECODER_CASES = [
         inputs=_tokens(14),
         oracle_inputs=_with_position_ids,
     ),
+    # Qwen 3.5: linear attention blocks (4 value heads reading 2 key
+    # heads, a convolution of 3) around a full attention block (4:2
+    # heads, half of each head rotated, a window of 5), untied; keras-hub's
+    # defaults (every fourth block full, a quarter of each head rotated,
+    # convolution of 4, no window), tied; the MoE's 4 experts, 2 per token,
+    # beside the shared one. keras-hub's fused attention path (taken on
+    # JAX) drops the window: its explicit path is used.
+    *_rows(
+        "qwen3_5",
+        "Qwen3_5Backbone",
+        {},
+        [
+            ("every_option", _qwen3_5()),
+            (
+                "defaults_tied",
+                _qwen3_5(
+                    num_layers=4,
+                    layer_types=None,
+                    head_dim=16,
+                    partial_rotary_factor=0.25,
+                    rope_max_wavelength=10000,
+                    sliding_window_size=None,
+                    linear_num_value_heads=2,
+                    linear_conv_kernel_dim=4,
+                    tie_word_embeddings=True,
+                    layer_norm_epsilon=1e-5,
+                ),
+                # Four blocks and tied logits up to ~8: float32 rounding
+                # reaches 1.05e-5 on one logit.
+                dict(atol=2e-5),
+            ),
+        ],
+        live="every_option",
+        logits=("every_option", "defaults_tied"),
+        inputs=_qwen3_5_inputs,
+        oracle_fix=_explicit_attention("qwen3_5.qwen3_5_attention"),
+    ),
+    *_rows(
+        "qwen3_5_moe",
+        "Qwen3_5MoeBackbone",
+        {},
+        [("e4_top2", _qwen3_5_moe())],
+        live="e4_top2",
+        logits=("e4_top2",),
+        inputs=_qwen3_5_inputs,
+        oracle_fix=_explicit_attention("qwen3_5.qwen3_5_attention"),
+    ),
     # Layers without RoPE: the second of two, every fourth as in
     # smollm3_3b_en (with biases and another base), or none at all.
     *_rows(
@@ -2061,6 +2138,17 @@ DECODER_MISTAKES = [
         "gemma4-moe_e4_top2",
         "three_experts_per_token",
         config=dict(num_experts_per_token=3),
+    ),
+    # RoPE turns half of each full attention head; the MoE picks 2 of 4.
+    Mistake(
+        "qwen3_5-every_option",
+        "full_rope",
+        config=dict(partial_rotary_factor=1.0),
+    ),
+    Mistake(
+        "qwen3_5_moe-e4_top2",
+        "three_experts_per_token",
+        config=dict(top_k=3),
     ),
     # A layer without RoPE must not rotate.
     Mistake(

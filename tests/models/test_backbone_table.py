@@ -340,6 +340,23 @@ INVALID = {
         ({"layer_types": ["full_attention"] * 2}, "list of 3 (num_layers)"),
         ({"num_experts": None}, "{}|expert_intermediate_dim=16"),
     ],
+    # The text decoder only; layer kinds, linear heads and the rotated
+    # part of each head checked.
+    "Qwen3_5Backbone": [
+        ({"vision_encoder": keras.layers.Dense(4)}, "{}|must be None"),
+        ({"layer_types": ["full_attention"]}, "list of 2 (num_layers)"),
+        (
+            {"layer_types": ["linear_attention", "sliding_attention"]},
+            "sliding_attention|full_attention",
+        ),
+        ({"linear_num_value_heads": 3}, "{}|linear_num_key_heads=2|divide"),
+        ({"linear_conv_kernel_dim": 0}, f"{{}}|{POSITIVE}"),
+        ({"partial_rotary_factor": 0.125}, "{}|head_dim=8|even"),
+    ],
+    "Qwen3_5MoeBackbone": [
+        ({"vision_encoder": keras.layers.Dense(4)}, "{}|must be None"),
+        ({"top_k": 5}, "{}|num_experts` (4)"),
+    ],
     "SmolLM3Backbone": [
         ({"rope_layer_enabled_list": [True]}, "one entry per layer|1 entries"),
         ({"layer_types": ["full_attention"] * 3}, "one entry per layer|3"),
@@ -591,6 +608,8 @@ def test_config_options_plan_these_paths(target, overrides, expected, total):
 # (their shapes' sums): pythia_1.4b_en, opt_2.7b_en, opt_6.7b_en. keras-hub's
 # metadata for qwen2.5_7b_en says 6,993,420,288; its Hugging Face config
 # (the one here) has 7,615,616,512.
+# The vision encoder keras-hub counts in its Qwen 3.5 presets of width 2048.
+_QWEN3_5_VISION = 35_107_181_936 - 34_660_610_688
 PRESETS = {
     # Meta's "109B" and "400B" (Scout's counts its vision tower too).
     "llama4_scout_17b_16e": 107_769_861_120,
@@ -645,6 +664,14 @@ PRESETS = {
     "gemma4_4b": 7_463_013_418,
     "gemma4_26b_a4b": 25_233_141_790,
     "gemma4_31b": 262144 * 5376 + 50 * 478_959_105 + 10 * 534_009_857 + 5376,
+    # Text only. keras-hub's counts add a vision encoder, except for the
+    # text-only qwen_agent_world_35b_a3b (the 35B-A3B's shape): the
+    # encoder's merger grows by 4 * 1152 + 1 per unit of hidden_dim, which
+    # gives the 9B's and 27B's encoders from the 35B-A3B's.
+    "qwen_agent_world_35b_a3b": 34_660_610_688,
+    "qwen3_5_moe_35b_a3b": 35_107_181_936 - _QWEN3_5_VISION,
+    "qwen3_5_9b": 9_409_813_744 - _QWEN3_5_VISION - 4609 * (4096 - 2048),
+    "qwen3_5_27b": 27_356_728_560 - _QWEN3_5_VISION - 4609 * (5120 - 2048),
 }
 # Preset -> options (not shapes: the golden file has those) it must set.
 PYTHIA = {"rotary_percentage": 0.25, "max_sequence_length": 2048}

@@ -102,6 +102,28 @@ FAMILIES = {
         ),
         0.2,
     ),
+    # Qwen 3.5: a linear attention block (its state, not a cache of keys,
+    # carries the prompt: left padding must leave it untouched) before a
+    # full attention block with a window of 3 and half of each head
+    # rotated.
+    "qwen3_5_recurrent_state": (
+        "Qwen3_5Backbone",
+        dict(
+            _DIMS,
+            **_GQA,
+            num_layers=2,
+            head_dim=8,
+            layer_types=["linear_attention", "full_attention"],
+            partial_rotary_factor=0.5,
+            sliding_window_size=3,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            linear_conv_kernel_dim=3,
+        ),
+        1.0,
+    ),
 }
 PROMPTS = [[11, 12, 13, 14, 15], [21, 22, 23]]
 MAX_LENGTH = 9

@@ -39,9 +39,10 @@ keras-hub 0.32 bugs worked around (see `Case`):
 - `generate` cannot return a text-only Gemma 3's outputs (`"images": None`
   fails `_normalize_generate_outputs`): Gemma 3 calls the compiled generate
   function that `generate` wraps.
-- GPT-NeoX decodes with each step's query rotated at position 0: its
-  comparison is a strict xfail, and ours is checked against keras-hub's
-  forward pass instead.
+- GPT-NeoX decodes with each step's query rotated at position 0, and Qwen
+  3.5 (and its MoE) runs its linear attention's state over padding and
+  over tokens twice: their comparisons are strict xfails, and ours is
+  checked against keras-hub's forward pass instead.
 """
 
 import contextlib
@@ -152,6 +153,14 @@ def _smollm3_values(oracle, values):
     return pairs
 
 
+_QWEN3_5_BUG = (
+    "keras-hub 0.32's Qwen3_5CausalLM prefills the whole padded width: its "
+    "linear attention layers decay their state over the padding after each "
+    "prompt (the decay of a zeroed input is not 1), and decoding restarts "
+    "at the shortest prompt's end, running tokens already in the state "
+    "again; its tokens leave its own forward pass. See "
+    "test_generation_follows_keras_hub_forward_pass."
+)
 _LLAMA3_HEADS = _options(num_query_heads=8, num_key_value_heads=2)
 CASES = {
     "gemma": Case("GemmaBackbone"),
@@ -218,18 +227,30 @@ CASES = {
             "query at position 0 (its rotary layer gets no start index), "
             "so its cached generation leaves its own forward pass; with "
             "the query at cache_update_index it equals ours. See "
-            "test_gpt_neo_x_generation_follows_keras_hub_forward_pass."
+            "test_generation_follows_keras_hub_forward_pass."
         ),
     ),
     "bloom": Case("BloomBackbone"),
     "falcon": Case("FalconBackbone"),
+    # Two blocks, linear attention then full attention (no window: the
+    # backbone oracle rows compare it); the MoE's 2 of 4 experts.
+    "qwen3_5": Case(
+        "Qwen3_5Backbone",
+        options=_options(num_layers=2, sliding_window_size=None),
+        keras_hub_bug=_QWEN3_5_BUG,
+    ),
+    "qwen3_5_moe": Case(
+        "Qwen3_5MoeBackbone",
+        options=_options(num_layers=2, sliding_window_size=None, top_k=2),
+        keras_hub_bug=_QWEN3_5_BUG,
+    ),
 }
 # The family whose stop tokens are compared.
 STOP_CASE = "llama"
 # The family whose keras-hub generation is also run live.
 LIVE_CASE = "llama"
 # The families whose checks need keras-hub's logits of a forward pass.
-FORWARD_LOGITS = ("gpt_neo_x", "gemma2")
+FORWARD_LOGITS = ("gpt_neo_x", "gemma2", "qwen3_5", "qwen3_5_moe")
 DATA_PREFIX = "causal_lm-"
 # Causal LMs of both libraries compared to keras-hub's in another file.
 COMPARED_ELSEWHERE = {
@@ -578,12 +599,16 @@ def greedy_mismatches(logits, token_ids):
     )
 
 
-def test_gpt_neo_x_generation_follows_keras_hub_forward_pass():
+@pytest.mark.parametrize(
+    "name", [name for name, case in CASES.items() if case.keras_hub_bug]
+)
+def test_generation_follows_keras_hub_forward_pass(name):
     """Each token ours generates is the argmax of keras-hub's logits over
-    our output (its cached generation is wrong, see `CASES`)."""
-    result = generated("gpt_neo_x")
+    our output, where keras-hub's cached generation is wrong (GPT-NeoX,
+    Qwen 3.5, see `CASES`)."""
+    result = generated(name)
     tokens = result.actual["token_ids"]
-    stored = oracles.load(DATA_PREFIX + "gpt_neo_x")
+    stored = oracles.load(DATA_PREFIX + name)
     # The stored logits are keras-hub's over these very tokens.
     np.testing.assert_array_equal(tokens, stored["logits_tokens"])
     assert greedy_mismatches(stored["hub_logits"], tokens) == 0

@@ -27,6 +27,7 @@ from keras_nlp.models import Llama4Backbone
 from keras_nlp.models import LlamaBackbone
 from keras_nlp.models import LlamaCausalLM
 from keras_nlp.models import MixtralBackbone
+from keras_nlp.models import Qwen3_5Backbone
 from keras_nlp.models.causal_lm import causal_lm_class
 from keras_nlp.tokenizers import Tokenizer
 from tests.models.backbone_checks import make_mesh
@@ -187,6 +188,34 @@ SHARDED_FAMILIES = {
             (2, 2, 2): ("batch", None, ("context", "model"), None, None),
         },
     ),
+    # Qwen 3.5's tiny config with 8 value heads in its linear attention:
+    # the full attention block's key/value cache (2 heads: split by
+    # length where 'model' does not divide them), then the linear block's convolution state (whole, as its
+    # kernel) and its delta-rule memory (value heads on 'model').
+    "qwen3_5": (
+        Qwen3_5Backbone,
+        dict(
+            TINY_CONFIGS["Qwen3_5Backbone"].configs["tiny"],
+            linear_num_value_heads=8,
+        ),
+        {
+            (1, 8): [
+                (None, None, "model", None, None),
+                (None, None, None),
+                (None, "model", None, None),
+            ],
+            (2, 4): [
+                ("batch", None, "model", None, None),
+                ("batch", None, None),
+                ("batch", "model", None, None),
+            ],
+            (2, 2, 2): [
+                ("batch", None, "context", "model", None),
+                ("batch", None, None),
+                ("batch", "model", None, None),
+            ],
+        },
+    ),
 }
 
 
@@ -240,12 +269,17 @@ def test_sharded_generation_equals_unsharded(family, mesh_shape):
     np.testing.assert_array_equal(
         output["padding_mask"], expected["padding_mask"]
     )
-    plans = backbone.layout_plan.kv_caches
-    assert len(plans) == len(caches) == len(model.cache_shapes(1, 1))
+    # The model's cache plans: the backbone's key/value caches (and Qwen
+    # 3.5's recurrent states); one expected spec for all, or one each.
     with distribution.scope():
+        plans = model._cache_plans()
         planned = planned_cache_specs(plans, len(PROMPTS), MAX_LENGTH)
-    for cache, spec in zip(caches, planned, strict=True):
-        assert padded_spec(cache) == spec == expected_specs[mesh_shape]
+    assert len(plans) == len(caches) == len(model.cache_shapes(1, 1))
+    expected = expected_specs[mesh_shape]
+    if not isinstance(expected, list):
+        expected = [expected] * len(caches)
+    for cache, spec, want in zip(caches, planned, expected, strict=True):
+        assert padded_spec(cache) == spec == want
 
 
 # === Cache layouts of every decoder family, by allocation ===
@@ -322,13 +356,19 @@ def test_kv_caches_are_allocated_as_planned(name, mesh_shape):
         model = causal_lm_class(backbone_cls)(backbone)
         plan = backbone.layout_plan
         blocks = backbone.decoder_stack.blocks
-        # A block reading an earlier block's keys (Gemma 4) has no cache.
-        blocks = [b for b in blocks if b.attention.cache_shape(1, 1)]
+        # A block reading an earlier block's keys (Gemma 4) has no cache,
+        # nor a linear attention block (Qwen 3.5): its fixed-size state
+        # follows the key/value caches (see the qwen3_5 generation row).
+        blocks = [
+            b
+            for b in blocks
+            if b.attention is not None and b.attention.cache_shape(1, 1)
+        ]
         assert len(plan.kv_caches) == len(blocks) <= config["num_layers"]
         # 4 divides every batch axis here, 3 none above 1; a length of 6
         # is split over a model axis of 2 only.
         for batch in (4, 3):
-            caches = model.init_cache(batch, 6)
+            caches = model.init_cache(batch, 6)[: len(plan.kv_caches)]
             planned = planned_cache_specs(plan.kv_caches, batch, 6)
             for cache, spec, cache_plan, block in zip(
                 caches, planned, plan.kv_caches, blocks, strict=True

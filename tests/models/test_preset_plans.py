@@ -70,6 +70,8 @@ PROMISES = {
     "Phi3Backbone": _WHOLE,
     "Qwen3Backbone": _WHOLE,
     "Qwen3MoeBackbone": _WHOLE,
+    "Qwen3_5Backbone": _WHOLE,
+    "Qwen3_5MoeBackbone": _WHOLE,
     "QwenBackbone": dict(ratio=RATIO_BOUND),
     "QwenMoeBackbone": _WHOLE,
     "RobertaBackbone": dict(encoder=True),

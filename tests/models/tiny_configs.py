@@ -215,6 +215,50 @@ def gemma4_config(**options):
     )
 
 
+def qwen3_5_config(**options):
+    """A Qwen 3.5 config with every option: a linear attention block (two
+    key heads read by four value heads, a convolution of width 3) and a
+    full attention block (2 key/value heads for 4 query heads, half of
+    each head rotated, a window of 5); `options` add the sizes and
+    override the rest (also for the oracle cases and the MoE class)."""
+    return (
+        dict(
+            num_layers=2,
+            num_query_heads=4,
+            num_key_value_heads=2,
+            head_dim=8,
+            layer_types=["linear_attention", "full_attention"],
+            partial_rotary_factor=0.5,
+            rope_max_wavelength=100,
+            sliding_window_size=5,
+            linear_num_key_heads=2,
+            linear_num_value_heads=4,
+            linear_key_head_dim=8,
+            linear_value_head_dim=8,
+            linear_conv_kernel_dim=3,
+        )
+        | options
+    )
+
+
+# Qwen 3.5 MoE's feed-forward: 4 experts of width 16, a shared one of 24.
+QWEN3_5_MOE_OPTIONS = dict(
+    moe_intermediate_dim=16,
+    shared_expert_intermediate_size=24,
+    num_experts=4,
+    top_k=2,
+)
+
+
+def _qwen3_5_lora_blocks(config):
+    """Qwen 3.5's LoRA targets (query, value) are in its full attention
+    blocks only."""
+    from keras_nlp.models.qwen3_5.qwen3_5_backbone import qwen3_5_layer_types
+
+    kinds = qwen3_5_layer_types(config["num_layers"], config.get("layer_types"))
+    return kinds.count("full_attention")
+
+
 def _gemma4_lora_blocks(config):
     """Gemma 4's LoRA targets per name, on average: every block has a
     query kernel, but only blocks with their own keys and values, and
@@ -1219,6 +1263,29 @@ TINY_CONFIGS = {
             ),
         },
         distinct_blocks=_gemma4_lora_blocks,
+    ),
+    "Qwen3_5Backbone": Enrolment(
+        "keras_nlp.models.qwen3_5.qwen3_5_backbone",
+        {
+            "tiny": qwen3_5_config(
+                vocabulary_size=96, hidden_dim=32, intermediate_dim=48
+            ),
+        },
+        distinct_blocks=_qwen3_5_lora_blocks,
+    ),
+    # Every token takes every expert (their own weights): a near tie of
+    # the router's small logits would pick other experts in bfloat16 (the
+    # oracle rows pick 2 of 4).
+    "Qwen3_5MoeBackbone": Enrolment(
+        "keras_nlp.models.qwen3_5_moe.qwen3_5_moe_backbone",
+        {
+            "tiny": qwen3_5_config(
+                vocabulary_size=96,
+                hidden_dim=32,
+                **dict(QWEN3_5_MOE_OPTIONS, top_k=4),
+            ),
+        },
+        distinct_blocks=_qwen3_5_lora_blocks,
     ),
     "SmolLM3Backbone": Enrolment(
         "keras_nlp.models.smollm3.smollm3_backbone",

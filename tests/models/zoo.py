@@ -168,6 +168,8 @@ _NEWER_CLASSES = [
     "T5GemmaBackbone",
     "T5Gemma2Backbone",
     "Gemma4Backbone",
+    "Qwen3_5Backbone",
+    "Qwen3_5MoeBackbone",
 ]
 QUANTIZED_MODES = {
     name: ("int8", "int4")[index % 2]
