@@ -190,8 +190,9 @@ SHARDED_FAMILIES = {
     ),
     # Qwen 3.5's tiny config with 8 value heads in its linear attention:
     # the full attention block's key/value cache (2 heads: split by
-    # length where 'model' does not divide them), then the linear block's convolution state (whole, as its
-    # kernel) and its delta-rule memory (value heads on 'model').
+    # length where 'model' does not divide them), then the linear block's
+    # convolution state (whole, as its kernel) and its delta-rule memory
+    # (value heads on 'model').
     "qwen3_5": (
         Qwen3_5Backbone,
         dict(
