@@ -1310,6 +1310,27 @@ def _with_position_ids(inputs):
     return dict(inputs, position_ids=np.array(positions))
 
 
+def _strided_position_ids(config):
+    """`_tokens(14)` with keras-hub's `position_ids` given to both: row b
+    at positions `(b + 1) * index`, so RoPE must read them (a constant
+    shift of a row would leave its outputs as they are)."""
+    inputs = _tokens(14)(config)
+    batch, length = inputs["token_ids"].shape
+    strides = np.arange(1, batch + 1, dtype="int32")[:, None]
+    positions = strides * np.arange(length, dtype="int32")[None, :]
+    return dict(inputs, position_ids=positions)
+
+
+def _ignore_position_ids(model, monkeypatch):
+    call = type(model).call
+
+    def without_positions(self, inputs, *args, **kwargs):
+        inputs = {k: v for k, v in inputs.items() if k != "position_ids"}
+        return call(self, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(type(model), "call", without_positions)
+
+
 # Qwen 3.5 oracle configs: the shared builder at these sizes, three
 # blocks (linear, full, linear).
 _qwen3_5 = functools.partial(
@@ -2044,6 +2065,12 @@ DECODER_CASES = [
                     layer_norm_epsilon=1e-4,
                 ),
             ),
+            # keras-hub's `position_ids` other than the token indices.
+            (
+                "strided_positions",
+                _gemma4(),
+                dict(inputs=_strided_position_ids, oracle_inputs=None),
+            ),
         ],
         live="every_option",
         logits=("every_option", "moe_e4_top2"),
@@ -2138,6 +2165,11 @@ DECODER_MISTAKES = [
         "gemma4-moe_e4_top2",
         "three_experts_per_token",
         config=dict(num_experts_per_token=3),
+    ),
+    Mistake(
+        "gemma4-strided_positions",
+        "position_ids_ignored",
+        inject=_ignore_position_ids,
     ),
     # RoPE turns half of each full attention head; the MoE picks 2 of 4.
     Mistake(

@@ -1,7 +1,6 @@
 """Gemma 4 decoder backbone (text)."""
 
 import keras
-import numpy as np
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
@@ -92,27 +91,6 @@ def key_value_sources(is_global, num_kv_shared_layers):
     return sources
 
 
-def _check_token_index_positions(position_ids):
-    """Raises unless `position_ids` (keras-hub's input) is each token's
-    index in its sequence, the positions this backbone's RoPE reads."""
-    try:
-        positions = np.asarray(ops.convert_to_numpy(position_ids))
-    except Exception:  # a traced or symbolic tensor: no values to check
-        raise ValueError(
-            "Gemma4Backbone reads each token's index in the sequence as its "
-            "position and can check `position_ids` only in an eager call. "
-            "Leave `position_ids` out of the inputs (it must equal "
-            "`arange(sequence_length)` in every row)."
-        ) from None
-    expected = np.arange(positions.shape[-1])
-    if positions.ndim != 2 or not (positions == expected).all():
-        raise ValueError(
-            "Gemma4Backbone reads each token's index in the sequence as its "
-            "position: `position_ids` must be `arange(sequence_length)` in "
-            f"every row (or left out). Received: {positions.tolist()}."
-        )
-
-
 class Gemma4Backbone(Backbone):
     """Gemma 4's text decoder mapping token ids to hidden states.
 
@@ -138,9 +116,9 @@ class Gemma4Backbone(Backbone):
     This is the text backbone: keras-hub's vision and audio encoders are
     not built (passing one raises), nor its embedding-model head. Inputs
     are `token_ids` and `padding_mask`; RoPE reads each token's index in
-    the sequence. keras-hub's extra `position_ids` input is accepted and
-    checked: it must hold each token's index (what keras-hub's causal LM
-    passes); other positions raise rather than being ignored. Variable
+    the sequence. keras-hub's extra `position_ids` input `(batch, seq)`
+    is accepted: given, RoPE reads those positions instead (keras-hub's
+    preprocessors pass each token's index, the same outputs). Variable
     paths and shapes are keras-hub's.
 
     Args:
@@ -233,9 +211,36 @@ class Gemma4Backbone(Backbone):
 
     def call(self, inputs, training=None, mask=None, **kwargs):
         if isinstance(inputs, dict) and "position_ids" in inputs:
-            inputs = dict(inputs)
-            _check_token_index_positions(inputs.pop("position_ids"))
+            # Not a graph input (ours and keras-hub's callers omit it or
+            # pass the indices): the same blocks, run at these positions.
+            x, per_layer = self.embed_with_per_layer_inputs(inputs["token_ids"])
+            x = self._run_blocks(
+                x,
+                per_layer,
+                inputs["padding_mask"],
+                positions=inputs["position_ids"],
+                training=training,
+            )
+            return self.layer_norm(x)
         return super().call(inputs, training=training, mask=mask, **kwargs)
+
+    def _run_blocks(self, x, per_layer, padding_mask, **block_arguments):
+        """The blocks in order, each sharing block reading its source's
+        keys and values."""
+        keys_values = {}
+        for index, layer in enumerate(self.transformer_layers):
+            x, key, value = layer(
+                x,
+                padding_mask=padding_mask,
+                per_layer_input=per_layer[index],
+                shared_key_value=keys_values.get(
+                    self.key_value_sources.get(index)
+                ),
+                return_key_value=True,
+                **block_arguments,
+            )
+            keys_values[index] = (key, value)
+        return x
 
     @staticmethod
     def _layout_rules(config):
@@ -505,16 +510,7 @@ class Gemma4Backbone(Backbone):
             lambda ids: embed(ids)[0], self.transformer_layers, self.layer_norm
         )
         x, per_layer = embed(inputs["token_ids"])
-        keys_values = {}
-        for index, layer in enumerate(self.transformer_layers):
-            x, key, value = layer(
-                x,
-                padding_mask=inputs["padding_mask"],
-                per_layer_input=per_layer[index],
-                shared_key_value=keys_values.get(sources.get(index)),
-                return_key_value=True,
-            )
-            keys_values[index] = (key, value)
+        x = self._run_blocks(x, per_layer, inputs["padding_mask"])
         init_functional(
             self,
             inputs=inputs,
