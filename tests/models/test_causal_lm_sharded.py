@@ -191,8 +191,8 @@ SHARDED_FAMILIES = {
     # Qwen 3.5's tiny config with 8 value heads in its linear attention:
     # the full attention block's key/value cache (2 heads: split by
     # length where 'model' does not divide them), then the linear block's
-    # convolution state (whole, as its kernel) and its delta-rule memory
-    # (value heads on 'model').
+    # convolution state (channels on 'model', as its kernel's) and its
+    # delta-rule memory (value heads on 'model').
     "qwen3_5": (
         Qwen3_5Backbone,
         dict(
@@ -202,17 +202,17 @@ SHARDED_FAMILIES = {
         {
             (1, 8): [
                 (None, None, "model", None, None),
-                (None, None, None),
+                (None, None, "model"),
                 (None, "model", None, None),
             ],
             (2, 4): [
                 ("batch", None, "model", None, None),
-                ("batch", None, None),
+                ("batch", None, "model"),
                 ("batch", "model", None, None),
             ],
             (2, 2, 2): [
                 ("batch", None, "context", "model", None),
-                ("batch", None, None),
+                ("batch", None, "model"),
                 ("batch", "model", None, None),
             ],
         },

@@ -150,11 +150,15 @@ def qwen3_5_rules(config, feedforward):
     attention: each value head's z, b, a projections, `A_log`, `dt_bias`
     and output rows on the model axis. The fused `in_proj_qkv` kernel
     holds all query heads, then all key heads, then all value heads
-    (keras-hub's and Hugging Face's order): an even split of its columns
-    would give one device queries and another values, so it is split on
-    hidden over both axes instead (an all-reduce of its output, no head
-    ever split); the convolution `(channels, kernel)` is tiny and
-    replicated.
+    (keras-hub's and Hugging Face's order): its columns are split over
+    the model axis as they lie, so each device projects whole heads (of
+    one part or two) with no all-reduce, and the depthwise convolution's
+    channels are split with them (its state too), so it runs where its
+    inputs are; splitting the queries, keys and values into heads then
+    moves each head to the device of its value heads (an all-to-all of
+    1/devices of the projection's output, a quarter or less of an
+    all-reduce's traffic). Where the model axis does not divide the
+    columns, they stay whole and hidden is split over both axes.
     """
     attention = BLOCK + MIXER_NAMES["full_attention"] + "/"
     linear = BLOCK + MIXER_NAMES["linear_attention"] + "/"
@@ -165,14 +169,21 @@ def qwen3_5_rules(config, feedforward):
             "token_embedding/", tied=config.get("tie_word_embeddings", False)
         ),
         *attention_rules(attention, hidden_if_heads_indivisible=True),
-        named_rule(linear + "in_proj_qkv/kernel", QKV_DIMS, whole),
+        named_rule(
+            linear + "in_proj_qkv/kernel",
+            QKV_DIMS,
+            {"linear_qkv": MODEL, "hidden": DATA},
+            whole,
+        ),
         named_rule(linear + "in_proj_z/kernel", GATE_DIMS, heads, whole),
         named_rule(
             linear + "in_proj_(a|b)/kernel", HEAD_SCALAR_DIMS, heads, {}
         ),
         named_rule(linear + "out_proj/kernel", OUTPUT_DIMS, heads, whole),
         named_rule(linear + "(A_log|dt_bias)", PER_HEAD_DIMS, heads, {}),
-        named_rule(linear + "conv1d_kernel", CONV_DIMS, {}),
+        named_rule(
+            linear + "conv1d_kernel", CONV_DIMS, {"linear_qkv": MODEL}, {}
+        ),
         *feedforward,
     ]
 

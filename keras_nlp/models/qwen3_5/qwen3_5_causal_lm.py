@@ -28,7 +28,8 @@ class Qwen3_5CausalLMBase(CausalLM):
     list: the key/value caches of the full attention blocks in block
     order, then each linear block's convolution state and memory. Under a
     plan the memory's heads sit on the axes of the block's `A_log` (the
-    model axis) and the convolution state, like its kernel, is whole.
+    model axis) and the convolution state's channels on those of its
+    kernel's.
     Left-padded prompts are exact: a padded token changes no state.
     """
 
@@ -74,6 +75,7 @@ class Qwen3_5CausalLMBase(CausalLM):
         for i in linear:
             mixer = blocks[i].mixer
             heads = plan.weight(f"{mixer.path}/A_log").spec[0]
+            channels = plan.weight(f"{mixer.path}/conv1d_kernel").spec[0]
             reason = (
                 f"value heads on {heads!r}, as {mixer.path}/A_log's"
                 if heads
@@ -84,8 +86,13 @@ class Qwen3_5CausalLMBase(CausalLM):
                     path=f"{mixer.path}/conv_state",
                     kv_heads=mixer.linear_num_value_heads,
                     head_dim=mixer.linear_key_head_dim,
-                    spec=(FREE, None, None),
-                    reason="whole, as the convolution's kernel",
+                    spec=(FREE, None, channels),
+                    reason=(
+                        f"channels on {channels!r}, as {mixer.path}/"
+                        "conv1d_kernel's"
+                        if channels
+                        else "channels whole, as the convolution's kernel"
+                    ),
                 )
             )
             plans.append(
