@@ -152,13 +152,14 @@ def qwen3_5_rules(config, feedforward):
     holds all query heads, then all key heads, then all value heads
     (keras-hub's and Hugging Face's order): its columns are split over
     the model axis as they lie, so each device projects whole heads (of
-    one part or two) with no all-reduce, and the depthwise convolution's
-    channels are split with them (its state too), so it runs where its
-    inputs are; splitting the queries, keys and values into heads then
-    moves each head to the device of its value heads (an all-to-all of
-    1/devices of the projection's output, a quarter or less of an
-    all-reduce's traffic). Where the model axis does not divide the
-    columns, they stay whole and hidden is split over both axes.
+    one part or two; the presets' head sizes of 128 divide every split of
+    8 or fewer) with no all-reduce, and the depthwise convolution's
+    channels are split with them (its decoding state too), so it runs
+    where its inputs are. Keeping the columns whole and splitting hidden
+    instead costs twice the forward pass's collective bytes on 1x8
+    (`benchmarks/fused_qkv_split.md`). Where the model axis does not
+    divide the columns, they stay whole and hidden is split over both
+    axes.
     """
     attention = BLOCK + MIXER_NAMES["full_attention"] + "/"
     linear = BLOCK + MIXER_NAMES["linear_attention"] + "/"
