@@ -128,7 +128,8 @@ def make_harness():
 
 def backbone_names(only=None):
     """Our exported backbone classes that keras-hub also has, and the
-    exported classes that are not backbones or have no keras-hub class."""
+    exported classes (tasks aside) that are not backbones or have no
+    keras-hub class."""
     import keras_hub
 
     import keras_nlp.models
@@ -139,6 +140,8 @@ def backbone_names(only=None):
         cls = getattr(keras_nlp.models, name)
         if cls is Backbone or (only and name not in only):
             continue
+        if hasattr(cls, "backbone_cls"):
+            continue  # a task (causal LM, classifier, ...) around a backbone
         if not (isinstance(cls, type) and issubclass(cls, Backbone)):
             skipped[name] = "not a `Backbone` in either library"
         elif not hasattr(keras_hub.models, name):
