@@ -4,7 +4,6 @@ Other positions than the token indices are compared with keras-hub in the
 oracle row `gemma4-strided_positions` (tests/models/oracle_cases.py).
 """
 
-import jax
 import numpy as np
 import pytest
 
@@ -15,16 +14,12 @@ from tests.models.zoo import reference
 # worker that has already built the zoo's Gemma 4 (tests/conftest.py).
 @pytest.mark.parametrize("name", ["Gemma4Backbone"])
 def test_token_indices_as_position_ids_change_nothing(name):
-    # What keras-hub's preprocessors pass, eagerly and traced (fit).
+    # What keras-hub's preprocessors pass. Traced and other positions:
+    # the oracle row (compiled, with a mistake that ignores them).
     ref = reference(name)
     batch, length = ref.inputs["token_ids"].shape
     indices = np.broadcast_to(np.arange(length, dtype="int32"), (batch, length))
-    expected = np.asarray(ref.backbone(ref.inputs))
-    with_positions = dict(ref.inputs, position_ids=indices)
-    eager = np.asarray(ref.backbone(with_positions))
-    traced = np.asarray(jax.jit(ref.backbone)(with_positions))
-    np.testing.assert_array_equal(eager, expected)
-    np.testing.assert_allclose(traced, expected, atol=1e-5)
-    # Other positions move the outputs (the oracle row says where to).
-    shifted = dict(ref.inputs, position_ids=indices * 2)
-    assert not np.allclose(np.asarray(ref.backbone(shifted)), expected)
+    with_positions = ref.backbone(dict(ref.inputs, position_ids=indices))
+    np.testing.assert_array_equal(
+        np.asarray(with_positions), np.asarray(ref.backbone(ref.inputs))
+    )
