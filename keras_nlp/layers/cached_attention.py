@@ -122,6 +122,38 @@ def write_cache(cache, key, value, start_index):
     return key, value, ops.stack((key, value), axis=1)
 
 
+def query_key_distance(query_length, key_length, start_index):
+    """`(q, k)` int32: each query's position (from `start_index`) minus
+    each key's (from 0)."""
+    query_positions = ops.arange(query_length, dtype="int32") + ops.cast(
+        start_index, "int32"
+    )
+    key_positions = ops.arange(key_length, dtype="int32")
+    return query_positions[:, None] - key_positions[None, :]
+
+
+def window_mask(distance, size, centered=False):
+    """`(1, q, k)` boolean: the keys within each query's sliding window of
+    `size` (the `size - 1` keys before it and itself; `centered`, half of
+    them after it) at `query_key_distance`'s `distance`."""
+    if centered:
+        after = size // 2
+        before = size - after - 1
+        window = ops.logical_and(distance <= before, -distance <= after)
+    else:
+        window = distance < size
+    return window[None, :, :]
+
+
+def both_masks(attention_mask, window):
+    """The caller's `attention_mask` (any dtype, or `None`) and a boolean
+    position mask `window` (or `None`) both holding; `None` if neither."""
+    mask = None if attention_mask is None else ops.cast(attention_mask, "bool")
+    if window is not None:
+        mask = window if mask is None else ops.logical_and(mask, window)
+    return mask
+
+
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
     """Grouped-query self-attention with a key/value cache.
@@ -450,31 +482,18 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
         window, bias = self._position_mask_and_bias(
             ops.shape(query)[1], ops.shape(key)[1], start_index
         )
-        mask = None
-        if attention_mask is not None:
-            mask = ops.cast(attention_mask, "bool")
-        if window is not None:
-            mask = window if mask is None else ops.logical_and(mask, window)
-        return mask, bias
+        return both_masks(attention_mask, window), bias
 
     def _position_mask_and_bias(self, query_length, key_length, start_index):
         """Sliding-window mask `(1, q, k)` and ALiBi bias `(1, N, q, k)`."""
         if self.sliding_window_size is None and not self.use_alibi:
             return None, None
-        query_positions = ops.arange(query_length, dtype="int32") + ops.cast(
-            start_index, "int32"
-        )
-        key_positions = ops.arange(key_length, dtype="int32")
-        distance = query_positions[:, None] - key_positions[None, :]
+        distance = query_key_distance(query_length, key_length, start_index)
         window = None
         if self.sliding_window_size is not None:
-            if self.centered_sliding_window:
-                after = self.sliding_window_size // 2
-                before = self.sliding_window_size - after - 1
-                window = ops.logical_and(distance <= before, -distance <= after)
-            else:
-                window = distance < self.sliding_window_size
-            window = window[None, :, :]
+            window = window_mask(
+                distance, self.sliding_window_size, self.centered_sliding_window
+            )
         bias = None
         if self.use_alibi:
             slopes = alibi_slopes(self.num_query_heads)

@@ -128,3 +128,21 @@ class RotaryEmbedding(keras.layers.Layer):
             }
         )
         return config
+
+
+def rotate_leading(rotary_embedding, x, rotary_dim, **at):
+    """`rotary_embedding` on the first `rotary_dim` features of each head
+    of `x`, the rest passed through (partial RoPE: GPT-NeoX, Qwen 3.5).
+
+    Args:
+        rotary_embedding: a `RotaryEmbedding`.
+        x: `(batch, seq, heads, head_dim)`.
+        rotary_dim: int, even, at most `head_dim`; `0` rotates nothing.
+        **at: `start_index` and `positions`, as the embedding takes them.
+    """
+    if rotary_dim == 0:
+        return x
+    if rotary_dim == x.shape[-1]:
+        return rotary_embedding(x, **at)
+    rotated = rotary_embedding(x[..., :rotary_dim], **at)
+    return ops.concatenate([rotated, x[..., rotary_dim:]], axis=-1)

@@ -15,6 +15,7 @@ from keras_nlp.layers.cached_attention import write_cache
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+from keras_nlp.layers.rotary_embedding import rotate_leading
 
 # The fused projection: per head, the query, key and value features.
 QUERY_KEY_VALUE_EQUATION = "btd,dnh->btnh"
@@ -176,13 +177,13 @@ class GPTNeoXAttention(keras.layers.Layer):
 
     def _rotate(self, x, start_index, positions):
         """Applies RoPE to the first `rotary_dim` features of each head."""
-        if self.rotary_dim == 0:
-            return x
-        at = dict(start_index=start_index, positions=positions)
-        if self.rotary_dim == self.head_dim:
-            return self.rotary_embedding(x, **at)
-        rotated = self.rotary_embedding(x[..., : self.rotary_dim], **at)
-        return ops.concatenate([rotated, x[..., self.rotary_dim :]], axis=-1)
+        return rotate_leading(
+            self.rotary_embedding,
+            x,
+            self.rotary_dim,
+            start_index=start_index,
+            positions=positions,
+        )
 
     def call(
         self,

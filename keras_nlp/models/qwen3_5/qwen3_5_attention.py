@@ -9,11 +9,15 @@ from keras_nlp.distribution.layout_map import pin_activation
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import EQUATIONS
 from keras_nlp.layers.cached_attention import LEGEND
+from keras_nlp.layers.cached_attention import both_masks
+from keras_nlp.layers.cached_attention import query_key_distance
+from keras_nlp.layers.cached_attention import window_mask
 from keras_nlp.layers.cached_attention import write_cache
 from keras_nlp.layers.common import check_positive_ints
 from keras_nlp.layers.dense import fresh_initializer
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
 from keras_nlp.layers.rotary_embedding import RotaryEmbedding
+from keras_nlp.layers.rotary_embedding import rotate_leading
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
@@ -173,14 +177,13 @@ class Qwen3_5Attention(keras.layers.Layer):
         return self.key_dense, "k", "h"
 
     def _rotate(self, x, start_index, positions):
-        turned = self.rotary_embedding(
-            x[..., : self.rotary_dim],
+        return rotate_leading(
+            self.rotary_embedding,
+            x,
+            self.rotary_dim,
             start_index=start_index,
             positions=positions,
         )
-        if self.rotary_dim == self.head_dim:
-            return turned
-        return ops.concatenate([turned, x[..., self.rotary_dim :]], axis=-1)
 
     def call(
         self,
@@ -203,17 +206,13 @@ class Qwen3_5Attention(keras.layers.Layer):
         value = pin_activation(self, "keys", value)
         if cache is not None:
             key, value, cache = write_cache(cache, key, value, start_index)
-        mask = None
-        if attention_mask is not None:
-            mask = ops.cast(attention_mask, "bool")
+        window = None
         if self.sliding_window_size is not None:
-            query_positions = ops.arange(
-                ops.shape(query)[1], dtype="int32"
-            ) + ops.cast(start_index, "int32")
-            key_positions = ops.arange(ops.shape(key)[1], dtype="int32")
-            distance = query_positions[:, None] - key_positions[None, :]
-            window = (distance < self.sliding_window_size)[None]
-            mask = window if mask is None else ops.logical_and(mask, window)
+            distance = query_key_distance(
+                ops.shape(query)[1], ops.shape(key)[1], start_index
+            )
+            window = window_mask(distance, self.sliding_window_size)
+        mask = both_masks(attention_mask, window)
         query = query * ops.cast(self.head_dim**-0.5, query.dtype)
         outputs = grouped_query_attention(
             query,
