@@ -142,11 +142,6 @@ class Qwen3_5MoeBackbone(Backbone):
         **kwargs,
     ):
         check_text_only("Qwen3_5MoeBackbone", vision_encoder)
-        if top_k > num_experts:
-            raise ValueError(
-                f"`top_k` must be at most `num_experts` ({num_experts}). "
-                f"Received: top_k={top_k}."
-            )
         initializer = keras.initializers.RandomNormal(stddev=0.02)
 
         def moe(index):
