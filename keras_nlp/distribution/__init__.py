@@ -14,6 +14,7 @@ from keras_nlp.distribution.devices import DeviceProfile
 from keras_nlp.distribution.devices import device_profile
 from keras_nlp.distribution.dims import declare_dims
 from keras_nlp.distribution.dims import declare_einsum_dims
+from keras_nlp.distribution.dims import declare_flat_heads
 from keras_nlp.distribution.layout_errors import LayoutError
 from keras_nlp.distribution.layout_map import BackboneLayoutMap
 from keras_nlp.distribution.layout_map import verify_layouts
@@ -65,6 +66,7 @@ __all__ = [
     "abstract_variables",
     "declare_dims",
     "declare_einsum_dims",
+    "declare_flat_heads",
     "device_profile",
     "estimate_memory",
     "quantized_config",

@@ -105,3 +105,135 @@ def declared_dims(model):
                 )
             found[variable.path] = dims
     return found
+
+
+# Where a layer records the heads its flat dimensions hold.
+_HEADS_ATTRIBUTE = "_keras_nlp_flat_heads"
+
+
+def declare_flat_heads(layer, variable, **runs_by_dim):
+    """Says which heads a flat dimension of one of `layer`'s variables holds.
+
+    A flat dimension concatenates whole heads (`heads * head_dim` columns,
+    or a fused projection's query, key and value heads). A mesh axis may
+    split it only where every cut falls between two heads: dividing the
+    width is not enough (16 heads of 72 split 32 ways would cut each head
+    in two). The plan checks each cut against the runs declared here.
+
+    Declare it where a projection makes heads (its output columns, which
+    the layer then reshapes into heads): a head cut there costs a
+    collective to rebuild it. A flat dimension that a projection contracts
+    (an output projection's rows) needs no declaration: any equal split of
+    it is exact, and costs the same all-reduce wherever the cuts fall.
+
+    Args:
+        layer: a `keras.layers.Layer` whose dimensions `declare_dims` (or
+            `declare_einsum_dims`) names.
+        variable: the variable's name (e.g. `"kernel"`).
+        **runs_by_dim: dimension name -> a tuple of `(count, size)` runs in
+            storage order: `count` heads of `size` each, e.g.
+            `linear_qkv=((32, 128), (32, 128))` for 32 query-and-key heads
+            then 32 value heads.
+
+    Returns:
+        `layer`, for chaining.
+
+    Example:
+
+    ```python
+    dense = named_dense(64, ("heads", "hidden"), name="out")
+    declare_flat_heads(dense, "kernel", heads=((8, 8),))
+    ```
+    """
+    declared = dict(getattr(layer, _HEADS_ATTRIBUTE, None) or {})
+    for dim, runs in runs_by_dim.items():
+        if not runs or not all(
+            isinstance(count, int)
+            and isinstance(size, int)
+            and count > 0
+            and size > 0
+            for count, size in runs
+        ):
+            raise ValueError(
+                f"The heads of {layer.name}/{variable}'s {dim!r} must be a "
+                "non-empty tuple of (count, size) pairs of positive ints. "
+                f"Received: {runs!r}."
+            )
+    declared[variable] = {
+        **declared.get(variable, {}),
+        **{
+            dim: tuple(tuple(run) for run in runs)
+            for dim, runs in runs_by_dim.items()
+        },
+    }
+    object.__setattr__(layer, _HEADS_ATTRIBUTE, declared)
+    return layer
+
+
+def declared_flat_heads(model):
+    """`{variable path: per-dimension runs}` for variables with flat heads.
+
+    Each value has one entry per dimension of the variable: the `(count,
+    size)` runs `declare_flat_heads` gave that dimension, or `None`.
+
+    Args:
+        model: a built `keras.Model` or layer.
+    """
+    found = {}
+    for layer in model._flatten_layers(include_self=True):
+        declared = getattr(layer, _HEADS_ATTRIBUTE, None)
+        if not declared:
+            continue
+        names = getattr(layer, _ATTRIBUTE, None) or {}
+        own = [*layer._trainable_variables, *layer._non_trainable_variables]
+        for variable in own:
+            runs = declared.get(variable.name)
+            if runs is None:
+                continue
+            dims = names.get(variable.name)
+            unknown = sorted(set(runs) - set(dims or ()))
+            if unknown:
+                raise ValueError(
+                    f"{type(layer).__name__} {layer.name!r} declares heads "
+                    f"for the dimensions {unknown} of {variable.path}, whose "
+                    f"declared dimensions are {dims}."
+                )
+            for dim, dim_size in zip(dims, variable.shape, strict=True):
+                if dim in runs and sum(c * s for c, s in runs[dim]) != dim_size:
+                    raise ValueError(
+                        f"{type(layer).__name__} {layer.name!r} declares "
+                        f"heads {runs[dim]} for {dim!r} of {variable.path}, "
+                        f"which has size {dim_size}."
+                    )
+            found[variable.path] = tuple(runs.get(dim) for dim in dims)
+    return found
+
+
+def cuts_between_heads(runs, shards):
+    """Whether splitting the flat dimension of `runs` into `shards` equal
+    parts cuts only between heads.
+
+    Args:
+        runs: `(count, size)` runs (see `declare_flat_heads`), or `None`
+            for a dimension without heads (any equal split is fine).
+        shards: the number of parts.
+    """
+    if runs is None or shards == 1:
+        return True
+    width = sum(count * size for count, size in runs)
+    if width % shards:
+        return False
+    part = width // shards
+    start = 0
+    for count, size in runs:
+        end = start + count * size
+        # Every cut strictly inside this run must be a multiple of `size`
+        # from its start.
+        first_cut = -(-start // part) * part
+        if first_cut == start:
+            first_cut += part
+        for cut in range(first_cut, end, part):
+            if (cut - start) % size:
+                return False
+        start = end
+    return True

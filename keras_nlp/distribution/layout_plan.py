@@ -73,6 +73,10 @@ class Fallback:
         divisors: axis sizes that would divide `dim_size` (up to a bound).
         dim_name: what the dimension is (e.g. "kv_heads"), if its layer
             or rule named its dimensions.
+        heads: for a flat dimension of concatenated heads, their `(count,
+            size)` runs (see `declare_flat_heads`): the axis divides the
+            dimension but would cut a head, and `divisors` are the axis
+            sizes that cut only between heads.
     """
 
     dim: int
@@ -81,9 +85,20 @@ class Fallback:
     axis_size: int
     divisors: tuple
     dim_name: str = None
+    heads: tuple = None
+
+    def _cuts_a_head(self):
+        return self.heads is not None and self.dim_size % self.axis_size == 0
 
     def short(self):
         name = f"{self.dim_name}, " if self.dim_name else ""
+        if self._cuts_a_head():
+            heads = " + ".join(f"{c} heads of {s}" for c, s in self.heads)
+            return (
+                f"dim {self.dim} ({name}size {self.dim_size} = {heads}) "
+                f"split by '{self.axis}' (size {self.axis_size}) would cut "
+                "a head"
+            )
         return (
             f"dim {self.dim} ({name}size {self.dim_size}) is not divisible "
             f"by '{self.axis}' (size {self.axis_size})"
@@ -91,9 +106,14 @@ class Fallback:
 
     def describe(self):
         divisors = ", ".join(str(d) for d in self.divisors)
+        which = (
+            "split it between heads"
+            if self.heads is not None
+            else f"divide {self.dim_size}"
+        )
         return (
             f"{self.short()}, so it is replicated along '{self.axis}'; "
-            f"axis sizes that divide {self.dim_size}: {divisors}"
+            f"axis sizes that {which}: {divisors}"
         )
 
 

@@ -1,8 +1,10 @@
 """Where a rule's roles put mesh axes on one weight: small pure functions.
 
-An axis is kept on a dimension only if its size divides the dimension. A
-rule's alternatives are tried in order; if none divides, the axes that do
-not divide are dropped. A dropped axis then has candidates: replicate the
+An axis is kept on a dimension only if its size divides the dimension
+(and, on a flat dimension of concatenated heads, cuts only between heads:
+see `keras_nlp.distribution.dims.declare_flat_heads`). A rule's
+alternatives are tried in order; if none divides, the axes that do not
+divide are dropped. A dropped axis then has candidates: replicate the
 weight along it, or put it on another dimension the rule gives a role to
 and that it divides. An axis is never put on a dimension its rule did not
 name, so heads are never split and head_dim is never sharded as a
@@ -13,6 +15,7 @@ import collections
 import math
 
 from keras_nlp.distribution.cost import UNSPLIT_DIMS
+from keras_nlp.distribution.dims import cuts_between_heads
 from keras_nlp.distribution.layout_plan import REPLICATED
 from keras_nlp.distribution.layout_plan import SHARDED
 from keras_nlp.distribution.layout_plan import Fallback
@@ -51,8 +54,22 @@ def derived_weight_plan(
     )
 
 
-def _divisors(size, bound):
-    return tuple(d for d in range(1, min(size, bound) + 1) if size % d == 0)
+def _divisors(size, bound, heads=None):
+    return tuple(
+        d
+        for d in range(1, min(size, bound) + 1)
+        if size % d == 0 and cuts_between_heads(heads, d)
+    )
+
+
+def splits(dim_size, shards, heads=None):
+    """Whether `shards` equal parts of a dimension of `dim_size` keep its
+    `heads` (`(count, size)` runs, or `None`) whole."""
+    return dim_size % shards == 0 and cuts_between_heads(heads, shards)
+
+
+def _heads_of(flat_heads, dim):
+    return flat_heads[dim] if flat_heads else None
 
 
 def _as_spec(axes_per_dim):
@@ -63,15 +80,16 @@ def _as_spec(axes_per_dim):
     )
 
 
-def place_axes(alternative, shape, request, dim_names=None):
+def place_axes(alternative, shape, request, dim_names=None, flat_heads=None):
     """Maps one role spec onto the request's mesh axes for `shape`.
 
     A mesh axis shards one dimension at most: where two roles share an axis
     (`EXPERT` on the model axis when the mesh has no expert axis, or `DATA`
     covering the expert axis), the earlier dimension takes it. An axis that
-    does not divide its dimension is dropped there, and may then shard a
-    later dimension whose role names it. Where else an axis that shards
-    nothing could go is `candidates`' job.
+    does not divide its dimension (or would cut one of the heads
+    `flat_heads` gives it) is dropped there, and may then shard a later
+    dimension whose role names it. Where else an axis that shards nothing
+    could go is `candidates`' job.
 
     Returns:
         `(spec, fallbacks, moved)`: the mesh-axis spec, the `Fallback`s of
@@ -91,7 +109,10 @@ def place_axes(alternative, shape, request, dim_names=None):
             for axis in role_axes[role]:
                 if axis is not None and axis not in axes and axis not in used:
                     axes.append(axis)
-        while axes and dim_size % math.prod(axis_sizes[a] for a in axes):
+        heads = _heads_of(flat_heads, dim)
+        while axes and not splits(
+            dim_size, math.prod(axis_sizes[a] for a in axes), heads
+        ):
             # Drop the last-named axis first: rules list the axes that
             # matter most first.
             axis = axes.pop()
@@ -101,8 +122,9 @@ def place_axes(alternative, shape, request, dim_names=None):
                     dim_size=dim_size,
                     axis=axis,
                     axis_size=axis_sizes[axis],
-                    divisors=_divisors(dim_size, request.divisor_bound),
+                    divisors=_divisors(dim_size, request.divisor_bound, heads),
                     dim_name=dim_names[dim] if dim_names else None,
+                    heads=heads,
                 )
             )
         used.update(axes)
@@ -112,14 +134,17 @@ def place_axes(alternative, shape, request, dim_names=None):
     return _as_spec(spec), fallbacks, moved
 
 
-def candidates(alternative, shape, axis_sizes, spec, fallbacks, dim_names):
+def candidates(
+    alternative, shape, axis_sizes, spec, fallbacks, dim_names, flat_heads=None
+):
     """Where the axes that shard nothing could go instead of replicating.
 
     Each axis in `fallbacks` stays off the weight (replicated along it) or
     joins, after that dimension's own axes, one other dimension that the
     rule gives a role to, that is not a head_dim, and that it divides
     together with the axes already there. Heads stay whole: a dimension
-    only ever takes axes that divide it.
+    only ever takes axes that divide it, and a flat one (`flat_heads`)
+    only axes that cut it between heads.
 
     Returns:
         A list of `(spec, moved, fallbacks, label)`, replication first:
@@ -145,7 +170,11 @@ def candidates(alternative, shape, axis_sizes, spec, fallbacks, dim_names):
                 if entry is None or dim == fallback.dim or name in UNSPLIT_DIMS:
                     continue
                 placed = axes[dim] + [fallback.axis]
-                if dim_size % math.prod(axis_sizes[a] for a in placed):
+                if not splits(
+                    dim_size,
+                    math.prod(axis_sizes[a] for a in placed),
+                    _heads_of(flat_heads, dim),
+                ):
                     continue
                 where = f"dim {dim}" + (f" ({name})" if name else "")
                 grown.append(
@@ -176,7 +205,11 @@ def preferred_placement(variable, rule, request):
     tried = []
     for index, alternative in enumerate(rule.alternatives):
         spec, fallbacks, moved = place_axes(
-            alternative, shape, request, dim_names=dim_names
+            alternative,
+            shape,
+            request,
+            dim_names=dim_names,
+            flat_heads=variable.flat_heads,
         )
         tried.append(Candidate(index, alternative, spec, fallbacks, moved))
         if not fallbacks:

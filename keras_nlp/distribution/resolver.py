@@ -159,6 +159,7 @@ def _resolve_weight(variable, rule, request, preferred, neighbours):
             spec,
             fallbacks,
             dim_names,
+            flat_heads=variable.flat_heads,
         )
         if len(options) > 1:
             picked, choice_reason, estimates = _choose(

@@ -8,6 +8,7 @@ import keras
 
 from keras_nlp.distribution.activations import describe_layers
 from keras_nlp.distribution.dims import declared_dims
+from keras_nlp.distribution.dims import declared_flat_heads
 from keras_nlp.distribution.kv_cache import describe_caches
 from keras_nlp.distribution.quantizable import describe_quantizable
 
@@ -27,7 +28,10 @@ class VariableInfo:
     """The path, shape and dtype of one model variable.
 
     `dim_names` are the names its layer declares for its dimensions (see
-    `keras_nlp.distribution.dims`), or `None` if the layer declares none.
+    `keras_nlp.distribution.dims`), or `None` if the layer declares none;
+    `flat_heads` has, per dimension, the `(count, size)` runs of the heads
+    a flat dimension holds (see `declare_flat_heads`) or `None`, and is
+    `None` when no dimension is flat.
     """
 
     path: str
@@ -35,6 +39,7 @@ class VariableInfo:
     dtype: str
     trainable: bool
     dim_names: tuple = None
+    flat_heads: tuple = None
 
     @property
     def size(self):
@@ -73,6 +78,7 @@ def abstract_build(build_model):
     def build_and_record():
         model = build_model()
         dims = declared_dims(model)
+        flat_heads = declared_flat_heads(model)
         found.extend(
             VariableInfo(
                 path=variable.path,
@@ -80,6 +86,7 @@ def abstract_build(build_model):
                 dtype=str(variable.dtype),
                 trainable=bool(variable.trainable),
                 dim_names=dims.get(variable.path),
+                flat_heads=flat_heads.get(variable.path),
             )
             for variable in model.weights
         )

@@ -24,6 +24,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
+from keras_nlp.distribution.dims import declare_flat_heads
 from keras_nlp.layers.common import check_positive_ints
 from keras_nlp.layers.dense import fresh_initializer
 from keras_nlp.layers.dense import named_dense
@@ -212,6 +213,19 @@ class GatedDeltaNet(keras.layers.Layer):
             conv1d_kernel=CONV_DIMS,
             dt_bias=PER_HEAD_DIMS,
             A_log=PER_HEAD_DIMS,
+        )
+        # A mesh axis splits the flat dimensions that make heads only
+        # between heads (the output projection's rows are contracted: any
+        # split is exact there).
+        qkv_heads = (
+            (2 * linear_num_key_heads, linear_key_head_dim),
+            (linear_num_value_heads, linear_value_head_dim),
+        )
+        value_heads = ((linear_num_value_heads, linear_value_head_dim),)
+        declare_flat_heads(self.in_proj_qkv, "kernel", linear_qkv=qkv_heads)
+        declare_flat_heads(self, "conv1d_kernel", linear_qkv=qkv_heads)
+        declare_flat_heads(
+            self.in_proj_z, "kernel", linear_value_heads=value_heads
         )
 
     def build(self, input_shape):

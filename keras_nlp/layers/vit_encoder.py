@@ -12,6 +12,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
+from keras_nlp.distribution.dims import declare_flat_heads
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
@@ -21,8 +22,9 @@ from keras_nlp.layers.layout_rules import position_embedding_rules
 from keras_nlp.layers.remat import RematBlock
 
 # The projections are flat `(hidden, heads * head_dim)` in the checkpoints:
-# the concatenated heads are named `heads` (a model axis that divides the
-# head count splits them at head boundaries), as for a flat output kernel.
+# the concatenated heads are named `heads`, and the query, key and value
+# projections' are declared flat, so a model axis splits them only between
+# heads.
 PROJECTION_DIMS = ("hidden", "heads")
 OUTPUT_PROJECTION_DIMS = ("heads", "hidden")
 PATCH_KERNEL_DIMS = ("patch_height", "patch_width", "channels", "hidden")
@@ -55,10 +57,17 @@ class VisionSelfAttention(keras.layers.Layer):
             )
         self.head_dim = hidden_dim // self.num_heads
 
+        heads = ((self.num_heads, self.head_dim),)
+
         def dense(name, dims):
             layer = named_dense(
                 hidden_dim, dims, name=name, dtype=self.dtype_policy
             )
+            if dims[-1] == "heads":
+                # Split only between the heads it makes (the output
+                # projection's rows are contracted: any split is exact).
+                declare_flat_heads(layer, "kernel", heads=heads)
+                declare_flat_heads(layer, "bias", heads=heads)
             layer.build(input_shape)
             return layer
 

@@ -9,14 +9,19 @@ from keras_nlp.distribution import MODEL
 from keras_nlp.distribution import LayoutError
 from keras_nlp.distribution import declare_dims
 from keras_nlp.distribution import declare_einsum_dims
+from keras_nlp.distribution import declare_flat_heads
 from keras_nlp.distribution.backbone_planner import backbone_variables
+from keras_nlp.distribution.dims import cuts_between_heads
 from keras_nlp.distribution.dims import declared_dims
+from keras_nlp.distribution.dims import declared_flat_heads
 from keras_nlp.distribution.dims import einsum_dims
 from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import token_embedding_rules
 from keras_nlp.models import LlamaBackbone
+from keras_nlp.models import Qwen3_5Backbone
 from tests.models.backbone_checks import make_mesh
+from tests.models.tiny_configs import qwen3_5_config
 
 pytestmark = pytest.mark.multi_device
 
@@ -122,3 +127,70 @@ def test_a_transposed_rule_is_an_orientation_error_even_if_sizes_divide():
     assert "('heads', 'hidden', 'head_dim')" in message
     assert "('hidden', 'heads', 'head_dim')" in message
     assert "transposed" in message
+
+
+@pytest.mark.parametrize(
+    "runs, shards, whole",
+    [
+        (None, 3, True),  # no heads declared: any split
+        (((16, 72),), 16, True),  # one head each
+        (((16, 72),), 32, False),  # 36 columns: half a head
+        (((4, 8), (2, 16)), 4, True),  # cuts at 16, 32 (the runs meet), 48
+        (((4, 8), (2, 16)), 8, False),  # the cut at 40 is inside a value head
+        (((32, 128), (48, 128)), 16, True),  # Qwen 3.5 27B's fused projection
+        (((32, 128), (48, 128)), 32, False),
+    ],
+)
+def test_cuts_between_heads(runs, shards, whole):
+    assert cuts_between_heads(runs, shards) is whole
+
+
+def test_flat_head_declarations_are_checked():
+    with pytest.raises(ValueError, match=r"\(count, size\) pairs"):
+        declare_flat_heads(keras.layers.Dense(8), "kernel", heads=((2, 0),))
+    dense = declare_dims(keras.layers.Dense(24, name="d"), kernel=DIMS)
+    declare_flat_heads(dense, "kernel", heads=((4, 8),))
+    dense.build((None, 8))
+    with pytest.raises(ValueError, match=r"heads \(\(4, 8\),\) .* size 24"):
+        declared_flat_heads(dense)
+    declare_flat_heads(dense, "kernel", ffw=((3, 8),))
+    with pytest.raises(ValueError, match=r"dimensions \['ffw'\] of d/kernel"):
+        declared_flat_heads(dense)
+
+
+DIMS = ("hidden", "heads")
+
+
+def _linear_attention_plan(model):
+    # One key head of 8 (queries and keys: 2 heads), 4 value heads of 8: a
+    # fused width of 48, which 4 divides with cuts inside heads (at 12, 24,
+    # 36) and 2 divides between them (at 24, where a value head starts).
+    config = dict(
+        qwen3_5_config(vocabulary_size=96, hidden_dim=32, intermediate_dim=48),
+        linear_num_key_heads=1,
+    )
+    plan = Qwen3_5Backbone.plan_layout(
+        {"batch": 1, "model": model}, config=config
+    )
+    return {
+        name: plan.weight(f"transformer_layer_0/linear_attn/{name}")
+        for name in ("in_proj_qkv/kernel", "conv1d_kernel", "in_proj_z/kernel")
+    }
+
+
+def test_a_fused_projection_is_split_only_between_heads():
+    weights = _linear_attention_plan(model=4)
+    qkv = weights["in_proj_qkv/kernel"]
+    assert qkv.spec == (("batch", "model"), None)
+    assert qkv.decision == "alternative"
+    assert (
+        "dim 1 (linear_qkv, size 48 = 2 heads of 8 + 4 heads of 8) split by "
+        "'model' (size 4) would cut a head" in qkv.reason
+    )
+    # The convolution's channels stay with the projection's columns; the
+    # z projection's 4 value heads split 4 ways.
+    assert weights["conv1d_kernel"].spec == (None, None)
+    assert weights["in_proj_z/kernel"].spec == ("batch", "model")
+    weights = _linear_attention_plan(model=2)
+    assert weights["in_proj_qkv/kernel"].spec == ("batch", "model")
+    assert weights["conv1d_kernel"].spec == ("model", None)

@@ -188,8 +188,9 @@ SHARDED_FAMILIES = {
             (2, 2, 2): ("batch", None, ("context", "model"), None, None),
         },
     ),
-    # Qwen 3.5's tiny config with 8 value heads in its linear attention:
-    # the full attention block's key/value cache (2 heads: split by
+    # Qwen 3.5's tiny config with 4 key and 8 value heads in its linear
+    # attention (16 heads in the fused projection: whole heads on an axis
+    # of 8): the full attention block's key/value cache (2 heads: split by
     # length where 'model' does not divide them), then the linear block's
     # convolution state (channels on 'model', as its kernel's) and its
     # delta-rule memory (value heads on 'model').
@@ -197,6 +198,7 @@ SHARDED_FAMILIES = {
         Qwen3_5Backbone,
         dict(
             TINY_CONFIGS["Qwen3_5Backbone"].configs["tiny"],
+            linear_num_key_heads=4,
             linear_num_value_heads=8,
         ),
         {

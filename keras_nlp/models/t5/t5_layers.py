@@ -11,6 +11,7 @@ import keras
 from keras import ops
 
 from keras_nlp.distribution.dims import declare_dims
+from keras_nlp.distribution.dims import declare_flat_heads
 from keras_nlp.layers.decoder_block import FEEDFORWARD_INPUT_DIMS
 from keras_nlp.layers.decoder_block import FEEDFORWARD_OUTPUT_DIMS
 from keras_nlp.layers.decoder_block import get_activation
@@ -194,6 +195,15 @@ class T5Attention(keras.layers.Layer):
             inner_dim**-0.5,
             "output_projector",
         )
+        # Split only between heads where the projections make them (the
+        # output projection's rows are contracted: any split is exact).
+        heads = ((num_heads, key_value_dim),)
+        for projector in (
+            self.query_projector,
+            self.key_projector,
+            self.value_projector,
+        ):
+            declare_flat_heads(projector, "kernel", heads=heads)
         self.dropout_layer = keras.layers.Dropout(
             dropout, dtype=self.dtype_policy
         )
