@@ -29,6 +29,9 @@ from keras_nlp.saving.huggingface import Transpose
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import bind
 from keras_nlp.saving.huggingface import family_for_backbone
+from keras_nlp.saving.huggingface.checkpoint import TensorInfo
+from keras_nlp.saving.huggingface.per_expert import PER_EXPERT_DOWN
+from keras_nlp.saving.huggingface.per_expert import PER_EXPERT_GATE_UP
 from tests.models.backbone_checks import make_mesh
 from tests.models.tiny_configs import tiny
 
@@ -730,3 +733,41 @@ def test_fused_parts_and_stacks_read_any_box_exactly():
                 got = cut(fused[where])
             expected = values[binding.path][tuple(slice(a, b) for a, b in box)]
             np.testing.assert_array_equal(got, expected)
+
+
+def test_experts_stored_one_per_tensor_read_any_box_and_name_problems():
+    rng = np.random.default_rng(2)
+    fused = rng.normal(size=(3, 8, 5)).astype("float32")  # gate rows first
+    stored = {}
+    for expert in range(3):
+        stored[f"m.experts.{expert}.gate_proj.weight"] = fused[expert, :4]
+        stored[f"m.experts.{expert}.up_proj.weight"] = fused[expert, 4:]
+    infos = {
+        name: TensorInfo("model.safetensors", name, value.shape, "float32")
+        for name, value in stored.items()
+    }
+
+    def read(name, box):
+        return stored[name][tuple(slice(a, b) for a, b in box)]
+
+    tensor, problems = PER_EXPERT_GATE_UP.find("m.experts.gate_up_proj", infos)
+    assert problems == [] and tensor.shape == (3, 8, 5)
+    for box in _random_boxes(fused.shape, rng):
+        np.testing.assert_array_equal(
+            tensor.read(read, box),
+            fused[tuple(slice(a, b) for a, b in box)],
+        )
+    # Not stored so (no expert 0): the loader reports the fused tensor.
+    assert PER_EXPERT_DOWN.find("m.experts.down_proj", infos) == (None, [])
+    del infos["m.experts.1.up_proj.weight"]
+    infos["m.experts.2.gate_proj.weight"] = TensorInfo(
+        "model.safetensors", "m.experts.2.gate_proj.weight", (4, 6), "float32"
+    )
+    _, problems = PER_EXPERT_GATE_UP.find("m.experts.gate_up_proj", infos)
+    assert problems == [
+        "m.experts.1.up_proj.weight: missing (expert 1 of "
+        "m.experts.gate_up_proj, stored one tensor per expert)",
+        "model.safetensors:m.experts.2.gate_proj.weight has shape (4, 6); "
+        "the experts of m.experts.gate_up_proj are (rows, 5) like "
+        "model.safetensors:m.experts.0.gate_proj.weight",
+    ]

@@ -173,15 +173,41 @@ def _moe_tensors(oracle):
     return {k: np.asarray(v) for k, v in tensors.items()}
 
 
+def _moe_tensors_per_expert(oracle):
+    """`_moe_tensors` with one tensor per expert and projection, as many
+    published checkpoints store them (keras-hub's converter reads both)."""
+    tensors = {}
+    for name, value in _moe_tensors(oracle).items():
+        if name.endswith("mlp.experts.gate_up_proj"):
+            prefix, width = name[: -len("gate_up_proj")], value.shape[1] // 2
+            for expert, fused in enumerate(value):
+                tensors[f"{prefix}{expert}.gate_proj.weight"] = fused[:width]
+                tensors[f"{prefix}{expert}.up_proj.weight"] = fused[width:]
+        elif name.endswith("mlp.experts.down_proj"):
+            prefix = name[: -len("down_proj")]
+            for expert, down in enumerate(value):
+                tensors[f"{prefix}{expert}.down_proj.weight"] = down
+        else:
+            tensors[name] = value
+    return tensors
+
+
 class TestQwen3_5MoeCheckpoints(HuggingFaceFamilyTests):
     # keras-hub has no exporter for it: its converter's names, written
-    # here (4 experts, 2 per token, beside the shared expert).
+    # here (4 experts, 2 per token, beside the shared expert), with the
+    # experts fused (transformers 5's layout) or one tensor per expert.
     cases = [
         HFCase(
             "qwen3_5_moe_experts",
             "Qwen3_5MoeBackbone",
             _moe_backbone_config(),
             writer=tensor_writer(_moe_config, _moe_tensors),
-        )
+        ),
+        HFCase(
+            "qwen3_5_moe_per_expert",
+            "Qwen3_5MoeBackbone",
+            _moe_backbone_config(),
+            writer=tensor_writer(_moe_config, _moe_tensors_per_expert),
+        ),
     ]
     meshes = ((2, 4),)

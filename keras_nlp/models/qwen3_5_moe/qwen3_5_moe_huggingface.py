@@ -8,8 +8,10 @@ as transformers 5 stores them, `mlp.experts.gate_up_proj` `(experts, 2 *
 width, hidden)` (gate rows first) and `mlp.experts.down_proj` `(experts,
 hidden, width)`, the shared expert `mlp.shared_expert.{gate,up,down}_proj`
 and its gate `mlp.shared_expert_gate`. Checkpoints with one tensor per
-expert (`mlp.experts.{e}.gate_proj.weight`, which keras-hub also reads)
-are not read. A MoE text config's `intermediate_size` sizes no layer here
+expert instead (`mlp.experts.{e}.gate_proj.weight`, `up_proj`,
+`down_proj`, as keras-hub also reads them) load the same (see
+`keras_nlp.saving.huggingface.per_expert`); export writes the fused form.
+A MoE text config's `intermediate_size` sizes no layer here
 (every block is sparse) and is not read.
 """
 
@@ -34,6 +36,8 @@ from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Transpose
 from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import register_family
+from keras_nlp.saving.huggingface.per_expert import PER_EXPERT_DOWN
+from keras_nlp.saving.huggingface.per_expert import PER_EXPERT_GATE_UP
 
 _MOE = BLOCK + MOE_BLOCK + "/"
 # Fields without effect on what we build.
@@ -56,11 +60,13 @@ MOE_FEEDFORWARD = [
         _MOE + "experts/expert_feedforward_gate_dense",
         LAYER + "mlp.experts.gate_up_proj",
         EXPERT_KERNEL,
+        stored_as=(PER_EXPERT_GATE_UP,),
     ),
     Weight(
         _MOE + "experts/expert_feedforward_output_dense",
         LAYER + "mlp.experts.down_proj",
         EXPERT_KERNEL,
+        stored_as=(PER_EXPERT_DOWN,),
     ),
     *(
         Weight(
