@@ -9,15 +9,24 @@ import keras
 from keras import ops
 
 from keras_nlp.layers.common import check_positive_ints
+from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.dense import named_dense
 from keras_nlp.layers.gated_feedforward import GatedFeedForward
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import sparse_moe_rules
+from keras_nlp.layers.moe_options import check_sublayer_names
+from keras_nlp.layers.sparse_moe import DEFAULT_SUBLAYER_NAMES
 from keras_nlp.layers.sparse_moe import SparseMoE
 
 SHARED_EXPERT = "shared_expert_dense"
 SHARED_EXPERT_GATE = "shared_expert_gate_dense"
+# The `sublayer_names` keys of the shared expert and its gate, beside
+# `SparseMoE`'s.
+SHARED_SUBLAYER_NAMES = {
+    "shared_expert": SHARED_EXPERT,
+    "shared_expert_gate": SHARED_EXPERT_GATE,
+}
 # The shared expert's gate maps hidden to one logit per token.
 SHARED_EXPERT_GATE_DIMS = ("hidden", "shared_expert_logit")
 
@@ -43,16 +52,16 @@ class SharedExpertSparseMoE(SparseMoE):
         intermediate_dim: int. Feed-forward width of each routed expert.
         shared_intermediate_dim: int. Feed-forward width of the shared
             expert.
+        sublayer_names: optional dict overriding `SparseMoE`'s names and
+            those of the shared expert (`shared_expert`, default
+            `shared_expert_dense`) and of its gate (`shared_expert_gate`,
+            default `shared_expert_gate_dense`): their variables' path
+            segments. Qwen 3.5 MoE's are `shared_expert` and
+            `shared_expert_gate`.
         **kwargs: the other arguments of `SparseMoE` (`top_k`,
             `normalize_top_k`, `fused_gate_intermediate`,
-            `router_aux_loss_coef`, `sublayer_names`, ...) and of
-            `keras.layers.Layer`. Jitter noise, if any, reaches only the
-            routed experts.
-        shared_expert_name, shared_expert_gate_name: keyword-only; the
-            names of the shared expert and of its gate (their variables'
-            path segments). Default to `shared_expert_dense` and
-            `shared_expert_gate_dense`; Qwen 3.5 MoE's are
-            `shared_expert` and `shared_expert_gate`.
+            `router_aux_loss_coef`, ...) and of `keras.layers.Layer`.
+            Jitter noise, if any, reaches only the routed experts.
 
     Example:
 
@@ -76,14 +85,26 @@ class SharedExpertSparseMoE(SparseMoE):
         num_experts,
         intermediate_dim,
         shared_intermediate_dim,
-        *,
-        shared_expert_name=SHARED_EXPERT,
-        shared_expert_gate_name=SHARED_EXPERT_GATE,
+        sublayer_names=None,
         **kwargs,
     ):
-        super().__init__(num_experts, intermediate_dim, **kwargs)
-        self.shared_expert_name = shared_expert_name
-        self.shared_expert_gate_name = shared_expert_gate_name
+        # Every valid key in one message, the routed experts' too.
+        check_sublayer_keys(
+            sublayer_names, {**DEFAULT_SUBLAYER_NAMES, **SHARED_SUBLAYER_NAMES}
+        )
+        routed = dict(sublayer_names or {})
+        shared = {
+            key: routed.pop(key)
+            for key in SHARED_SUBLAYER_NAMES
+            if key in routed
+        }
+        check_sublayer_names(shared, SHARED_SUBLAYER_NAMES)
+        super().__init__(
+            num_experts, intermediate_dim, sublayer_names=routed, **kwargs
+        )
+        # One dict in the config, as given.
+        self.sublayer_names.update(shared)
+        names = {**SHARED_SUBLAYER_NAMES, **shared}
         check_positive_ints(shared_intermediate_dim=shared_intermediate_dim)
         self.shared_intermediate_dim = shared_intermediate_dim
         self.shared_expert = GatedFeedForward(
@@ -91,12 +112,12 @@ class SharedExpertSparseMoE(SparseMoE):
             activation=self.activation,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
-            name=shared_expert_name,
+            name=names["shared_expert"],
         )
         self.shared_expert_gate = named_dense(
             1,
             SHARED_EXPERT_GATE_DIMS,
-            name=shared_expert_gate_name,
+            name=names["shared_expert_gate"],
             use_bias=False,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
@@ -119,11 +140,6 @@ class SharedExpertSparseMoE(SparseMoE):
     def get_config(self):
         config = super().get_config()
         config["shared_intermediate_dim"] = self.shared_intermediate_dim
-        # Only when renamed, so existing configs read as before.
-        if self.shared_expert_name != SHARED_EXPERT:
-            config["shared_expert_name"] = self.shared_expert_name
-        if self.shared_expert_gate_name != SHARED_EXPERT_GATE:
-            config["shared_expert_gate_name"] = self.shared_expert_gate_name
         return config
 
 
@@ -131,8 +147,6 @@ def shared_expert_moe_rules(
     prefix,
     fused_gate_intermediate=False,
     sublayer_names=None,
-    shared_expert_name=SHARED_EXPERT,
-    shared_expert_gate_name=SHARED_EXPERT_GATE,
 ):
     """Layout rules of a `SharedExpertSparseMoE` under `prefix` (with `/`).
 
@@ -141,18 +155,23 @@ def shared_expert_moe_rules(
     axis). Its gate `(hidden, 1)` is declared replicated, as the router is:
     one hidden-sized vector per block that every token reads, where
     sharding hidden would add a collective per block to save a few
-    kilobytes. `sublayer_names` and the shared expert's names are the
-    layer's, when it renames them.
+    kilobytes. `sublayer_names` are the layer's, when it renames its
+    sublayers (the shared expert's included).
     """
+    routed = dict(sublayer_names or {})
+    names = {
+        **SHARED_SUBLAYER_NAMES,
+        **{k: routed.pop(k) for k in SHARED_SUBLAYER_NAMES if k in routed},
+    }
     return [
         *sparse_moe_rules(
             prefix,
-            sublayer_names=sublayer_names,
+            sublayer_names=routed,
             fused_gate_intermediate=fused_gate_intermediate,
         ),
-        *feedforward_rules(prefix + shared_expert_name + "/"),
+        *feedforward_rules(prefix + names["shared_expert"] + "/"),
         named_rule(
-            prefix + shared_expert_gate_name + "/kernel",
+            prefix + names["shared_expert_gate"] + "/kernel",
             SHARED_EXPERT_GATE_DIMS,
             {},
         ),

@@ -163,3 +163,31 @@ def test_paths_config_round_trip_and_rules():
 def test_invalid_shared_width_is_named():
     with pytest.raises(ValueError, match="shared_intermediate_dim=0"):
         SharedExpertSparseMoE(4, WIDTH, shared_intermediate_dim=0)
+
+
+def test_sublayer_names_rename_the_shared_expert_and_round_trip():
+    names = {
+        "router": "router_gate",
+        "shared_expert": "shared_expert",
+        "shared_expert_gate": "shared_expert_gate",
+    }
+    layer = SharedExpertSparseMoE(
+        4, WIDTH, SHARED, top_k=2, sublayer_names=names, name="mlp"
+    )
+    layer.build((None, None, HIDDEN))
+    paths = sorted(v.path for v in layer.weights)
+    assert "mlp/shared_expert/feedforward_gate_dense/kernel" in paths
+    assert "mlp/shared_expert_gate/kernel" in paths
+    assert "mlp/router_gate/kernel" in paths
+    config = layer.get_config()
+    assert config["sublayer_names"] == names
+    assert SharedExpertSparseMoE.from_config(config).get_config() == config
+    rules = shared_expert_moe_rules("mlp/", sublayer_names=names)
+    for path in paths:
+        assert len([r for r in rules if re.fullmatch(r[0], path)]) == 1, path
+    with pytest.raises(ValueError, match=r"\['shared'\]; valid keys are .*"):
+        SharedExpertSparseMoE(4, WIDTH, SHARED, sublayer_names={"shared": "s"})
+    with pytest.raises(ValueError, match=r"\['shared_expert'\]` must be a"):
+        SharedExpertSparseMoE(
+            4, WIDTH, SHARED, sublayer_names={"shared_expert": "a/b"}
+        )

@@ -16,6 +16,11 @@ MOE_BLOCK = "sparse_moe_block"
 ROUTER_NAMES = {"router": "router_gate"}
 SHARED_EXPERT = "shared_expert"
 SHARED_EXPERT_GATE = "shared_expert_gate"
+SUBLAYER_NAMES = {
+    **ROUTER_NAMES,
+    "shared_expert": SHARED_EXPERT,
+    "shared_expert_gate": SHARED_EXPERT_GATE,
+}
 
 
 class Qwen3_5MoeBackbone(Backbone):
@@ -104,9 +109,7 @@ class Qwen3_5MoeBackbone(Backbone):
             shared_expert_moe_rules(
                 BLOCK + MOE_BLOCK + "/",
                 fused_gate_intermediate=True,
-                sublayer_names=ROUTER_NAMES,
-                shared_expert_name=SHARED_EXPERT,
-                shared_expert_gate_name=SHARED_EXPERT_GATE,
+                sublayer_names=SUBLAYER_NAMES,
             ),
         )
 
@@ -155,9 +158,7 @@ class Qwen3_5MoeBackbone(Backbone):
                 fused_gate_intermediate=True,
                 router_aux_loss_coef=router_aux_loss_coefficient,
                 kernel_initializer=initializer,
-                sublayer_names=ROUTER_NAMES,
-                shared_expert_name=SHARED_EXPERT,
-                shared_expert_gate_name=SHARED_EXPERT_GATE,
+                sublayer_names=SUBLAYER_NAMES,
                 dtype=dtype,
                 name=MOE_BLOCK,
             )
