@@ -19,6 +19,7 @@ from keras_nlp.layers.common import TakesLayers
 from keras_nlp.layers.common import check_sublayer_keys
 from keras_nlp.layers.fused_projection import project_together
 from keras_nlp.layers.grouped_query_attention import grouped_query_attention
+from keras_nlp.layers.rotary_embedding import rotate_leading
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
@@ -222,6 +223,15 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
             denominator as a key without a value (GPT-OSS's attention
             sinks): a query may put part, or with every key masked all,
             of its weight nowhere. Defaults to `False`.
+        gated_query: bool. Keyword-only. The query kernel makes `2 *
+            head_dim` features per head: the query, then a gate; each
+            head's output is multiplied by `sigmoid(gate)` before the
+            output projection (Qwen 3.5's full attention). Defaults to
+            `False`.
+        rotary_dim: int or `None`. Keyword-only. RoPE turns only the first
+            `rotary_dim` features of each query and key head (partial
+            RoPE, Qwen 3.5); even, at most `head_dim`. `None` turns them
+            all. Defaults to `None`.
         **kwargs: forwarded to `keras.layers.Layer` (`name`, `dtype`, ...).
 
     Call arguments:
@@ -301,6 +311,8 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
         use_sinks=False,
         *,
         key_value_input_dim=None,
+        gated_query=False,
+        rotary_dim=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -320,6 +332,19 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
                 f"num_key_value_heads={num_key_value_heads}."
             )
         check_sublayer_keys(sublayer_names, DEFAULT_SUBLAYER_NAMES)
+        if rotary_dim is not None and (
+            rotary_embedding is None
+            or not isinstance(rotary_dim, int)
+            or rotary_dim < 0
+            or rotary_dim % 2
+            or (head_dim is not None and rotary_dim > head_dim)
+        ):
+            raise ValueError(
+                "`rotary_dim` must be an even number of features, at most "
+                "`head_dim`, with a `rotary_embedding`. Received: "
+                f"rotary_dim={rotary_dim!r}, head_dim={head_dim!r}, "
+                f"rotary_embedding={rotary_embedding!r}."
+            )
         self.num_query_heads = num_query_heads
         self.num_key_value_heads = num_key_value_heads
         self.head_dim = head_dim
@@ -344,6 +369,8 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
         self.sublayer_names = dict(sublayer_names or {})
         self.use_sinks = use_sinks
         self.key_value_input_dim = key_value_input_dim
+        self.gated_query = gated_query
+        self.rotary_dim = rotary_dim
         self._names = {**DEFAULT_SUBLAYER_NAMES, **self.sublayer_names}
         declare_dims(self, sinks=("heads",))
 
@@ -358,9 +385,12 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
         use_bias = self.use_bias
         if name == "key" and self.use_key_bias is not None:
             use_bias = self.use_key_bias
+        width = self._head_dim
+        if name == "query" and self.gated_query:
+            width *= 2
         dense = keras.layers.EinsumDense(
             equation,
-            output_shape=(None, heads, self._head_dim),
+            output_shape=(None, heads, width),
             bias_axes=bias_axes if use_bias else None,
             kernel_initializer=self._new_kernel_initializer(),
             dtype=self.dtype_policy,
@@ -381,6 +411,11 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
     def build(self, input_shape):
         hidden_dim = input_shape[-1]
         self._head_dim = self.head_dim or hidden_dim // self.num_query_heads
+        if self.rotary_dim is not None and self.rotary_dim > self._head_dim:
+            raise ValueError(
+                f"`rotary_dim` ({self.rotary_dim}) must be at most the head "
+                f"size, {self._head_dim}."
+            )
         layout = "heads_first_" if self.heads_first else ""
         self.query_dense = self._projection(
             EQUATIONS[layout + "query"], self.num_query_heads, "nh", "query"
@@ -546,17 +581,28 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
             query = self.query_dense(inputs)
             key = self.key_dense(key_value_inputs)
             value = self.value_dense(key_value_inputs)
+        gate = None
+        if self.gated_query:
+            query, gate = (
+                query[..., : self._head_dim],
+                query[..., self._head_dim :],
+            )
         if self.use_query_key_norm:
             query = self.query_norm(query)
             if key_value_cache is None:
                 key = self.key_norm(key)
         if self.rotary_embedding is not None:
-            query = self.rotary_embedding(
-                query, start_index=start_index, positions=positions
-            )
-            key = self.rotary_embedding(
-                key, start_index=start_index, positions=positions
-            )
+            at = dict(start_index=start_index, positions=positions)
+            if self.rotary_dim is None:
+                query = self.rotary_embedding(query, **at)
+                key = self.rotary_embedding(key, **at)
+            else:
+                query, key = (
+                    rotate_leading(
+                        self.rotary_embedding, x, self.rotary_dim, **at
+                    )
+                    for x in (query, key)
+                )
         # Context parallelism: keys and values gathered over the sequence.
         key = pin_activation(self, "keys", key)
         value = pin_activation(self, "keys", value)
@@ -588,6 +634,8 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
             attends = ops.cast(attention_mask, "bool")
             has_keys = ops.any(attends, axis=-1)[:, :, None, None]
             outputs = ops.where(has_keys, outputs, ops.zeros_like(outputs))
+        if gate is not None:
+            outputs = outputs * ops.sigmoid(gate)
         if self.flat_output_kernel:
             batch, length = ops.shape(outputs)[0], ops.shape(outputs)[1]
             outputs = ops.reshape(
@@ -639,4 +687,8 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
         # Only when set, so the configs of existing models read as before.
         if self.key_value_input_dim is not None:
             config["key_value_input_dim"] = self.key_value_input_dim
+        if self.gated_query:
+            config["gated_query"] = True
+        if self.rotary_dim is not None:
+            config["rotary_dim"] = self.rotary_dim
         return config

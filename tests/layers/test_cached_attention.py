@@ -88,6 +88,17 @@ OPTIONS = {
         use_bias=True,
         use_output_bias=True,
     ),
+    # Qwen 3.5's full attention: a gate per query feature, half of each
+    # head rotated, zero-centered norms, a window.
+    "gated_partial_rope": dict(
+        num_key_value_heads=2,
+        rotary_embedding=RotaryEmbedding,
+        gated_query=True,
+        rotary_dim=4,
+        use_query_key_norm=True,
+        zero_centered_query_key_norm=True,
+        sliding_window_size=3,
+    ),
 }
 
 
@@ -341,6 +352,36 @@ def test_config_round_trip_keeps_the_rotary_embedding():
     assert clone.rotary_embedding.max_wavelength == 500
     assert clone.rotary_embedding.scaling_factor == 2
     assert clone.get_config() == layer.get_config()
+    assert "gated_query" not in layer.get_config()
+
+
+def test_a_gated_query_gates_each_head_feature_after_partial_rope():
+    keras.utils.set_random_seed(0)
+    layer = make_layer("gated_partial_rope")
+    inputs = make_inputs()
+    outputs = numpy(layer(inputs))
+    # The query kernel makes the query, then the gate, per head.
+    assert tuple(layer.query_dense.kernel.shape) == (32, 4, 16)
+    clone = CachedGroupedQueryAttention.from_config(layer.get_config())
+    assert (clone.gated_query, clone.rotary_dim) == (True, 4)
+    clone.build(inputs.shape)
+    clone.set_weights(layer.get_weights())
+    np.testing.assert_allclose(numpy(clone(inputs)), outputs, atol=1e-6)
+    # A zero gate kernel halves the outputs of the same attention without
+    # a gate (sigmoid(0) = 1/2), whose query kernel is the first half.
+    kernel = numpy(layer.query_dense.kernel)
+    layer.query_dense.kernel.assign(
+        np.concatenate([kernel[..., :8], 0 * kernel[..., 8:]], -1)
+    )
+    options = dict(OPTIONS["gated_partial_rope"], gated_query=False)
+    options["rotary_embedding"] = RotaryEmbedding()
+    ungated = CachedGroupedQueryAttention(num_query_heads=4, **options)
+    ungated.build(inputs.shape)
+    for ours, theirs in zip(ungated.weights, layer.weights, strict=True):
+        ours.assign(numpy(theirs)[..., : ours.shape[-1]])
+    np.testing.assert_allclose(
+        numpy(layer(inputs)), 0.5 * numpy(ungated(inputs)), atol=1e-6
+    )
 
 
 @pytest.mark.parametrize(
@@ -355,6 +396,20 @@ def test_config_round_trip_keeps_the_rotary_embedding():
                 sublayer_names={"q": "x"},
             ),
             "Unknown `sublayer_names` keys ['q']",
+        ),
+        (
+            dict(num_query_heads=4, num_key_value_heads=2, rotary_dim=4),
+            "with a `rotary_embedding`. Received: rotary_dim=4",
+        ),
+        (
+            dict(
+                num_query_heads=4,
+                num_key_value_heads=2,
+                head_dim=8,
+                rotary_dim=3,
+                rotary_embedding=RotaryEmbedding(),
+            ),
+            "`rotary_dim` must be an even number of features",
         ),
     ],
 )

@@ -4,6 +4,7 @@ import keras
 
 from keras_nlp.distribution.rules import DATA
 from keras_nlp.distribution.rules import MODEL
+from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
 from keras_nlp.layers.gated_delta_net import CONV_DIMS
 from keras_nlp.layers.gated_delta_net import GATE_DIMS
 from keras_nlp.layers.gated_delta_net import HEAD_SCALAR_DIMS
@@ -15,13 +16,13 @@ from keras_nlp.layers.layout_rules import attention_rules
 from keras_nlp.layers.layout_rules import feedforward_rules
 from keras_nlp.layers.layout_rules import named_rule
 from keras_nlp.layers.layout_rules import token_embedding_rules
+from keras_nlp.layers.rotary_embedding import RotaryEmbedding
 from keras_nlp.layers.token_and_position_embedding import token_embedding
 from keras_nlp.layers.zero_centered_rms_normalization import (
     ZeroCenteredRMSNormalization,
 )
 from keras_nlp.models.backbone import Backbone
 from keras_nlp.models.decoder import init_decoder_graph
-from keras_nlp.models.qwen3_5.qwen3_5_attention import Qwen3_5Attention
 from keras_nlp.models.qwen3_5.qwen3_5_decoder_block import LAYER_TYPES
 from keras_nlp.models.qwen3_5.qwen3_5_decoder_block import MIXER_NAMES
 from keras_nlp.models.qwen3_5.qwen3_5_decoder_block import Qwen3_5DecoderBlock
@@ -63,6 +64,51 @@ def check_text_only(name, vision_encoder):
         )
 
 
+def qwen3_5_attention(arguments, kernel_initializer):
+    """A full attention block's mixer: grouped-query attention whose query
+    kernel also makes a gate per head feature (`gated_query`), with query
+    and key heads RMS-normalized (`1 + scale` gains) and RoPE on the first
+    `partial_rotary_factor` of each head (`rotary_dim`); the variables are
+    keras-hub's (`query`, `key`, `value`, `attention_output`,
+    `query_norm`, `key_norm`).
+
+    Args:
+        arguments: the backbone constructor's `locals()`.
+        kernel_initializer: the kernels' initializer.
+    """
+    a = arguments
+    head_dim, factor = a["head_dim"], a["partial_rotary_factor"]
+    rotary_dim = int(head_dim * factor)
+    if not 0 < factor <= 1 or rotary_dim % 2:
+        raise ValueError(
+            "`partial_rotary_factor` must be in (0, 1] and turn an even "
+            "number of features, int(head_dim * partial_rotary_factor). "
+            f"Received: partial_rotary_factor={factor!r} with head_dim="
+            f"{head_dim} ({rotary_dim} features)."
+        )
+    return CachedGroupedQueryAttention(
+        num_query_heads=a["num_query_heads"],
+        num_key_value_heads=a["num_key_value_heads"],
+        head_dim=head_dim,
+        rotary_embedding=RotaryEmbedding(
+            max_wavelength=a["rope_max_wavelength"],
+            scaling_factor=a["rope_scaling_factor"],
+            dtype=a["dtype"],
+        ),
+        use_query_key_norm=True,
+        zero_centered_query_key_norm=True,
+        layer_norm_epsilon=a["layer_norm_epsilon"],
+        sliding_window_size=a["sliding_window_size"],
+        dropout=a["dropout"],
+        kernel_initializer=kernel_initializer,
+        sublayer_names={"query_norm": "query_norm", "key_norm": "key_norm"},
+        gated_query=True,
+        rotary_dim=rotary_dim,
+        dtype=a["dtype"],
+        name=MIXER_NAMES["full_attention"],
+    )
+
+
 def build_qwen3_5_stack(backbone, arguments, feedforward):
     """Builds a Qwen 3.5 (or Qwen 3.5 MoE) backbone's layers and graph.
 
@@ -92,20 +138,7 @@ def build_qwen3_5_stack(backbone, arguments, feedforward):
                 name=MIXER_NAMES["linear_attention"],
             )
         else:
-            mixer = Qwen3_5Attention(
-                num_query_heads=a["num_query_heads"],
-                num_key_value_heads=a["num_key_value_heads"],
-                head_dim=a["head_dim"],
-                partial_rotary_factor=a["partial_rotary_factor"],
-                rope_max_wavelength=a["rope_max_wavelength"],
-                rope_scaling_factor=a["rope_scaling_factor"],
-                layer_norm_epsilon=a["layer_norm_epsilon"],
-                sliding_window_size=a["sliding_window_size"],
-                dropout=a["dropout"],
-                kernel_initializer=initializer,
-                dtype=dtype,
-                name=MIXER_NAMES["full_attention"],
-            )
+            mixer = qwen3_5_attention(a, initializer)
         intermediate_dim, moe = feedforward(index)
         return Qwen3_5DecoderBlock(
             mixer,

@@ -31,9 +31,9 @@ FEEDFORWARD_NAMES = {
 class Qwen3_5DecoderBlock(keras.layers.Layer):
     """A pre-norm block: `h = x + mixer(norm(x))`, `y = h + ffw(norm(h))`.
 
-    The mixer is a `Qwen3_5Attention` (full attention, named
-    `self_attention`) or a `GatedDeltaNet` (linear attention, named
-    `linear_attn`); the norms are `input_layernorm` and
+    The mixer is a `CachedGroupedQueryAttention` with a gated query (full
+    attention, named `self_attention`) or a `GatedDeltaNet` (linear
+    attention, named `linear_attn`); the norms are `input_layernorm` and
     `post_attention_layernorm` (`1 + scale` gains). The feed-forward is a
     SwiGLU of width `intermediate_dim` (`feedforward_gate_dense`,
     `feedforward_intermediate_dense`, `feedforward_output_dense`) or the
