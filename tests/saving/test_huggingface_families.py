@@ -302,7 +302,7 @@ _T5GEMMA_SIDES = ("encoder", "decoder")
 
 def _t5gemma_side_config(oracle, side):
     fields = {
-        "model_type": "t5gemma_module",
+        "model_type": "t5_gemma_module",
         "vocab_size": oracle.vocabulary_size,
         "hidden_size": getattr(oracle, f"{side}_hidden_dim"),
         "intermediate_size": getattr(oracle, f"{side}_intermediate_dim"),

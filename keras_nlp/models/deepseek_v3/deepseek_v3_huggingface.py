@@ -170,6 +170,11 @@ def _from_hf(hf):
     # MLA gives every head its own key and value: the field is not read.
     hf.get("num_key_value_heads")
     hf.get("num_nextn_predict_layers")
+    nope, rope = hf.require("qk_nope_head_dim"), hf.require("qk_rope_head_dim")
+    # Derived sizes that transformers 5 writes too: the decoupled RoPE key's
+    # (`head_dim`) and a query/key head's (`qk_head_dim`).
+    hf.expect("head_dim", (rope,), default=rope)
+    hf.expect("qk_head_dim", (nope + rope,), default=nope + rope)
     return {
         "vocabulary_size": hf.require("vocab_size"),
         "num_layers": hf.require("num_hidden_layers"),
@@ -187,8 +192,8 @@ def _from_hf(hf):
         "first_k_dense_replace": hf.get("first_k_dense_replace", 0),
         "q_lora_rank": hf.get("q_lora_rank"),
         "kv_lora_rank": hf.require("kv_lora_rank"),
-        "qk_nope_head_dim": hf.require("qk_nope_head_dim"),
-        "qk_rope_head_dim": hf.require("qk_rope_head_dim"),
+        "qk_nope_head_dim": nope,
+        "qk_rope_head_dim": rope,
         "v_head_dim": hf.require("v_head_dim"),
         **_read_rope(hf),
         "layer_norm_epsilon": hf.get("rms_norm_eps", 1e-6),
@@ -218,6 +223,8 @@ def _to_hf(config):
         "kv_lora_rank": config["kv_lora_rank"],
         "qk_nope_head_dim": config["qk_nope_head_dim"],
         "qk_rope_head_dim": config["qk_rope_head_dim"],
+        "head_dim": config["qk_rope_head_dim"],
+        "qk_head_dim": config["qk_nope_head_dim"] + config["qk_rope_head_dim"],
         "v_head_dim": config["v_head_dim"],
         "rope_theta": config["rope_max_wavelength"],
         "rope_interleave": True,

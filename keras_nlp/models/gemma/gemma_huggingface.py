@@ -35,6 +35,7 @@ from keras_nlp.saving.huggingface import attention_rows
 from keras_nlp.saving.huggingface import register_family
 from keras_nlp.saving.huggingface.fields import read_rope
 from keras_nlp.saving.huggingface.fields import read_sizes
+from keras_nlp.saving.huggingface.fields import whole_as_int
 from keras_nlp.saving.huggingface.fields import windowed_layers
 from keras_nlp.saving.huggingface.fields import write_sizes
 
@@ -192,7 +193,7 @@ def read_query_scale(hf, config, default):
 def write_query_scale(config):
     """`query_pre_attn_scalar` of our config."""
     if config.get("query_pre_attn_scalar") is not None:
-        return config["query_pre_attn_scalar"]
+        return whole_as_int(config["query_pre_attn_scalar"])
     if config["query_head_dim_normalize"]:
         return config["head_dim"]
     return config["hidden_dim"] // config["num_query_heads"]

@@ -306,6 +306,8 @@ def read_vision(hf, vision, output_dim):
 def _from_hf(hf):
     if hf.data.get("model_type") != "gemma3":
         return read_gemma3_text(hf)
+    # transformers 5 writes the composite's own copy of the text field.
+    hf.expect("tie_word_embeddings", (True,), default=True)
     text = nested_config(hf, "text_config", TEXT_DEFAULTS)
     config = read_gemma3_text(text)
     text.check_all_read(TEXT_IGNORED_FIELDS)

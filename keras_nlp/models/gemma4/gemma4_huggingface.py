@@ -66,6 +66,8 @@ MULTIMODAL_FIELDS = (
     "eoi_token_id",
     "boa_token_id",
     "eoa_token_id",
+    # transformers 5's spelling of the end-of-audio token.
+    "eoa_token_index",
     "image_token_id",
     "audio_token_id",
     "video_token_id",
@@ -92,6 +94,57 @@ def _rope(hf, kind, default_theta):
             why=f" (a {' or '.join(allowed)} RoPE without scaling)",
         )
     return theta, fraction
+
+
+# transformers' head size of the global layers when a config names none.
+TRANSFORMERS_GLOBAL_HEAD_DIM = 512
+_GLOBAL_OVERRIDES = ("head_dim", "num_key_value_heads")
+
+
+def _global_layer_overrides(hf, layer_types):
+    """`(global head_dim, global key/value heads or None)`.
+
+    transformers 5 writes them as `per_layer_config`, overrides keyed by
+    layer index (zero-padded) for each full-attention layer; earlier
+    configs, and keras-hub, as `global_head_dim` and
+    `num_global_key_value_heads` (transformers reads those only without a
+    `per_layer_config`, the head size defaulting to 512).
+    """
+    legacy_head_dim = hf.get("global_head_dim")
+    legacy_heads = hf.get("num_global_key_value_heads")
+    per_layer = hf.get("per_layer_config")
+    if per_layer is None:
+        head_dim = legacy_head_dim or TRANSFORMERS_GLOBAL_HEAD_DIM
+        return head_dim, legacy_heads
+    full = [i for i, kind in enumerate(layer_types) if kind == "full_attention"]
+    try:
+        overrides = {int(index): dict(v) for index, v in per_layer.items()}
+    except (TypeError, ValueError, AttributeError):
+        overrides = None
+    if overrides == {}:
+        # Every layer as the config says.
+        return hf.require("head_dim"), None
+    kinds = {tuple(sorted(v.items())) for v in (overrides or {}).values()}
+    if (
+        overrides is None
+        or sorted(overrides) != full
+        or len(kinds) != 1
+        or set(next(iter(overrides.values()))) - set(_GLOBAL_OVERRIDES)
+    ):
+        hf.unsupported(
+            "per_layer_config",
+            per_layer,
+            why=(
+                " (one override of "
+                + " and ".join(_GLOBAL_OVERRIDES)
+                + f" shared by every full_attention layer, {full}, and none "
+                "for the sliding ones)"
+            ),
+        )
+    common = next(iter(overrides.values()))
+    return common.get("head_dim", hf.require("head_dim")), common.get(
+        "num_key_value_heads"
+    )
 
 
 def read_gemma4_text(hf):
@@ -122,9 +175,12 @@ def read_gemma4_text(hf):
     global_theta, global_fraction = _rope(
         hf, "full_attention", GLOBAL_ROPE_WAVELENGTH
     )
-    # keras-hub writes `num_global_key_value_heads` alone; transformers
-    # both (keys as values exactly where the global heads are their own).
-    global_key_value_heads = hf.get("num_global_key_value_heads")
+    # keras-hub writes the global key/value heads alone; transformers
+    # with `attention_k_eq_v` (keys as values exactly where the global
+    # heads are their own).
+    global_head_dim, global_key_value_heads = _global_layer_overrides(
+        hf, layer_types
+    )
     keys_as_values = hf.get(
         "attention_k_eq_v", global_key_value_heads is not None
     )
@@ -138,6 +194,17 @@ def read_gemma4_text(hf):
             why=" (global key/value heads of their own are keys as values)",
         )
     moe = bool(hf.get("enable_moe_block", False))
+    experts = {
+        name: hf.get(name)
+        for name in ("num_experts", "moe_intermediate_size", "top_k_experts")
+    }
+    if not moe:
+        # transformers writes them (null) for dense models too.
+        for name, value in experts.items():
+            if value is not None:
+                hf.unsupported(
+                    name, value, [None], why=" without enable_moe_block"
+                )
     window = hf.get("sliding_window")
     return {
         "vocabulary_size": sizes["vocabulary_size"],
@@ -153,7 +220,7 @@ def read_gemma4_text(hf):
         "use_sliding_window_attention": bool(window),
         "sliding_window_size": window or 512,
         "layer_types": list(layer_types),
-        "global_head_dim": hf.get("global_head_dim"),
+        "global_head_dim": global_head_dim,
         "layer_norm_epsilon": hf.get("rms_norm_eps", 1e-6),
         "num_kv_shared_layers": hf.get("num_kv_shared_layers", 0) or 0,
         "num_global_key_value_heads": global_key_value_heads,
@@ -166,11 +233,9 @@ def read_gemma4_text(hf):
         "global_rope_partial_rotary_factor": global_fraction,
         "use_double_wide_mlp": bool(hf.get("use_double_wide_mlp", False)),
         "enable_moe_block": moe,
-        "num_experts": hf.get("num_experts") if moe else None,
-        "expert_intermediate_dim": (
-            hf.get("moe_intermediate_size") if moe else None
-        ),
-        "num_experts_per_token": (hf.get("top_k_experts") or 8) if moe else 8,
+        "num_experts": experts["num_experts"],
+        "expert_intermediate_dim": experts["moe_intermediate_size"],
+        "num_experts_per_token": experts["top_k_experts"] or 8,
     }
 
 
@@ -196,12 +261,23 @@ def write_gemma4_text(config):
             config["num_layers"], config.get("sliding_window_pattern", 6)
         )
     ]
+    global_head_dim = config.get("global_head_dim") or config["head_dim"]
+    overrides = {"head_dim": global_head_dim}
+    if global_heads is not None:
+        overrides["num_key_value_heads"] = global_heads
+    full = [i for i, kind in enumerate(layer_types) if kind == "full_attention"]
+    digits = len(str(max(full))) if full else 1
     return {
         "model_type": "gemma4_text",
         "architectures": ["Gemma4ForCausalLM"],
         **write_sizes(config, grouped=True),
         "head_dim": config["head_dim"],
-        "global_head_dim": config.get("global_head_dim") or config["head_dim"],
+        # transformers 5 reads `per_layer_config` (keys zero-padded as it
+        # writes them); keras-hub the two fields beside it.
+        "per_layer_config": {
+            str(index).zfill(digits): dict(overrides) for index in full
+        },
+        "global_head_dim": global_head_dim,
         "attention_k_eq_v": global_heads is not None,
         "num_global_key_value_heads": global_heads,
         "hidden_activation": APPROXIMATE_GELU,
@@ -357,6 +433,8 @@ def gemma4_weights(config, prefix="model."):
 def _from_hf(hf):
     if hf.data.get("model_type") != "gemma4":
         return read_gemma4_text(hf)
+    # The composite's own copy of the text config's field.
+    hf.expect("tie_word_embeddings", (True,), default=True)
     text = nested_config(hf, "text_config", {})
     config = read_gemma4_text(text)
     text.check_all_read((*IGNORED_FIELDS, "model_type"))

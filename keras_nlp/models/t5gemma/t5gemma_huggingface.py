@@ -20,6 +20,7 @@ from keras_nlp.saving.huggingface import Weight
 from keras_nlp.saving.huggingface import attention_rows
 from keras_nlp.saving.huggingface import register_family
 from keras_nlp.saving.huggingface.fields import read_rope
+from keras_nlp.saving.huggingface.fields import whole_as_int
 from keras_nlp.saving.huggingface.fields import write_rope
 
 APPROXIMATE_GELU = "gelu_pytorch_tanh"
@@ -53,6 +54,21 @@ SHARED_FIELDS = {
     "attn_logit_softcapping": "attn_logit_softcapping",
     "final_logit_softcapping": "final_logit_softcapping",
 }
+
+
+def write_shared_fields(config):
+    """`SHARED_FIELDS` of our config, typed as transformers 5's strict
+    configs check them: the query scalar an int, the soft caps floats."""
+    fields = {field: config[ours] for field, ours in SHARED_FIELDS.items()}
+    fields["query_pre_attn_scalar"] = whole_as_int(
+        fields["query_pre_attn_scalar"]
+    )
+    for cap in ("attn_logit_softcapping", "final_logit_softcapping"):
+        if fields[cap] is not None:
+            fields[cap] = float(fields[cap])
+    return fields
+
+
 # transformers' T5GemmaModuleConfig defaults (Gemma 2 2B's).
 SIDE_DEFAULTS = {
     "rms_norm_eps": 1e-6,
@@ -140,7 +156,8 @@ def _from_hf(hf):
 
 def _write_side(config, name):
     fields = {
-        "model_type": "t5gemma_module",
+        # As transformers 5 writes each side's model type.
+        "model_type": "t5_gemma_module",
         "vocab_size": config["vocabulary_size"],
         "hidden_size": config[f"{name}_hidden_dim"],
         "intermediate_size": config[f"{name}_intermediate_dim"],
@@ -152,7 +169,7 @@ def _write_side(config, name):
         "hidden_activation": APPROXIMATE_GELU,
         "initializer_range": config["initializer_range"],
         "dropout_rate": config["dropout_rate"],
-        **{field: config[ours] for field, ours in SHARED_FIELDS.items()},
+        **write_shared_fields(config),
         **write_rope(config["rope_max_wavelength"]),
     }
     if name == "decoder":

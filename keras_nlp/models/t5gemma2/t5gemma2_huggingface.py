@@ -17,6 +17,7 @@ from keras_nlp.models.t5gemma.t5gemma_huggingface import APPROXIMATE_GELU
 from keras_nlp.models.t5gemma.t5gemma_huggingface import SHARED_FIELDS
 from keras_nlp.models.t5gemma.t5gemma_huggingface import SIDE_IGNORED_FIELDS
 from keras_nlp.models.t5gemma.t5gemma_huggingface import block_rows
+from keras_nlp.models.t5gemma.t5gemma_huggingface import write_shared_fields
 from keras_nlp.models.t5gemma2.t5gemma2_backbone import GLOBAL_ROPE_WAVELENGTH
 from keras_nlp.saving.huggingface import HuggingFaceFamily
 from keras_nlp.saving.huggingface import Weight
@@ -178,7 +179,7 @@ def _write_side(config, name, theta, factor):
         "use_qk_norm": config["use_query_key_norm"],
         "dropout_rate": config["dropout_rate"],
         "tie_word_embeddings": True,
-        **{field: config[ours] for field, ours in SHARED_FIELDS.items()},
+        **write_shared_fields(config),
         **_write_rope(theta, factor),
     }
 

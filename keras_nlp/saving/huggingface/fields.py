@@ -166,6 +166,15 @@ def write_linear_rope(config):
     )
 
 
+def whole_as_int(value):
+    """`value`, a whole float as an int: transformers 5's strict configs
+    type scalars such as `query_pre_attn_scalar` as int, and refuse `256.0`
+    where `256` loads."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 def write_head_dim(config):
     """`head_dim`: the backbone's, or `hidden_dim // num_query_heads` where
     it has none."""
