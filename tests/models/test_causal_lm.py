@@ -124,6 +124,26 @@ FAMILIES = {
         ),
         1.0,
     ),
+    # Llama 4: chunks of 3 (a RoPE block; the shorter prompt's 2 pads
+    # would shift them) and query temperatures that grow with each
+    # position (a NoPE block), both counted from a row's first real
+    # token, as they are for the row alone.
+    "llama4_chunks_temperature": (
+        "Llama4Backbone",
+        dict(
+            _DIMS,
+            **_GQA,
+            num_layers=2,
+            intermediate_dim_mlp=64,
+            num_experts=2,
+            interleave_moe_layer_step=2,
+            no_rope_layers=[1, 0],
+            attention_chunk_size=3,
+            floor_scale=1,
+            attn_scale=2.0,
+        ),
+        1.0,
+    ),
 }
 PROMPTS = [[11, 12, 13, 14, 15], [21, 22, 23]]
 MAX_LENGTH = 9

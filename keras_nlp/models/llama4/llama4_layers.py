@@ -21,6 +21,7 @@ from keras import ops
 from keras_nlp.distribution.layout_map import pin_activation
 from keras_nlp.distribution.layout_map import pin_input
 from keras_nlp.layers.cached_attention import CachedGroupedQueryAttention
+from keras_nlp.layers.cached_attention import both_masks
 from keras_nlp.layers.cached_attention import write_cache
 from keras_nlp.layers.common import check_positive_ints
 from keras_nlp.layers.fused_projection import project_together
@@ -43,6 +44,8 @@ _BASE_ONLY_OPTIONS = {
     "zero_unattended_queries": False,
     "logit_soft_cap": None,
     "use_sinks": False,
+    "gated_query": False,
+    "rotary_dim": None,
 }
 
 
@@ -126,9 +129,11 @@ class Llama4Attention(CachedGroupedQueryAttention):
         attn_scale: float. See `temperature_tuning`.
         **kwargs: `CachedGroupedQueryAttention` arguments.
 
-    Positions for the chunks and the temperature are the tokens' indices
-    in the sequence (or cache), as Hugging Face's `cache_position`; the
-    rotary embedding takes `positions` when given.
+    Positions for RoPE, the chunks and the temperature are the tokens'
+    indices in the sequence (or cache), as Hugging Face's
+    `cache_position`, or `positions` when given: a left-padded prompt then
+    counts from its first real token (the keys of the cache shifted
+    alike), so its chunks and temperatures are those it has alone.
     """
 
     def __init__(
@@ -164,19 +169,28 @@ class Llama4Attention(CachedGroupedQueryAttention):
         self.floor_scale = floor_scale
         self.attn_scale = attn_scale
 
-    def _query_positions(self, length, start_index):
-        return ops.arange(length, dtype="int32") + ops.cast(
+    def _positions(self, query_length, key_length, start_index, positions):
+        """`(query positions, key positions)`, `(batch or 1, length)`: the
+        indices, or `positions` for the queries and the keys' indices
+        shifted by each row's offset between the two."""
+        indices = ops.arange(query_length, dtype="int32") + ops.cast(
             start_index, "int32"
         )
+        keys = ops.arange(key_length, dtype="int32")[None]
+        if positions is None:
+            return indices[None], keys
+        positions = ops.cast(positions, "int32")
+        # A row's last query is a real token (padding is on the left).
+        offset = indices[-1] - positions[:, -1:]
+        return positions, keys - offset
 
-    def _position_mask_and_bias(self, query_length, key_length, start_index):
+    def _chunk_mask(self, query_positions, key_positions):
+        """Whether each query and key share a chunk, `(batch or 1, q, k)`."""
         if self.chunk_size is None:
-            return None, None
-        query_chunks = self._query_positions(query_length, start_index) // (
-            self.chunk_size
-        )
-        key_chunks = ops.arange(key_length, dtype="int32") // self.chunk_size
-        return (query_chunks[:, None] == key_chunks[None, :])[None], None
+            return None
+        query_chunks = query_positions // self.chunk_size
+        key_chunks = key_positions // self.chunk_size
+        return query_chunks[:, :, None] == key_chunks[:, None, :]
 
     def _rms(self, x):
         x32 = ops.cast(x, "float32")
@@ -206,25 +220,27 @@ class Llama4Attention(CachedGroupedQueryAttention):
             )
         if self.normalize_rotated:
             query, key = self._rms(query), self._rms(key)
+        key = pin_activation(self, "keys", key)
+        value = pin_activation(self, "keys", value)
+        if cache is not None:
+            key, value, cache = write_cache(cache, key, value, start_index)
+        query_positions, key_positions = self._positions(
+            ops.shape(query)[1], ops.shape(key)[1], start_index, positions
+        )
         if self.temperature_tuning:
-            steps = ops.cast(
-                self._query_positions(ops.shape(query)[1], start_index) + 1,
-                "float32",
-            )
+            # Padding's negative positions would give log(0): its queries
+            # are never read, but a NaN would reach real ones through 0 *.
+            steps = ops.cast(ops.maximum(query_positions, 0) + 1, "float32")
             temperature = (
                 ops.log(ops.floor(steps / self.floor_scale) + 1.0)
                 * self.attn_scale
                 + 1.0
             )
-            query = query * ops.cast(
-                temperature[None, :, None, None], query.dtype
-            )
-        key = pin_activation(self, "keys", key)
-        value = pin_activation(self, "keys", value)
-        if cache is not None:
-            key, value, cache = write_cache(cache, key, value, start_index)
+            query = query * ops.cast(temperature[:, :, None, None], query.dtype)
         # The chunks are this layer's position mask.
-        mask, _ = self._mask_and_bias(attention_mask, query, key, start_index)
+        mask = both_masks(
+            attention_mask, self._chunk_mask(query_positions, key_positions)
+        )
         scale = self.query_scale
         if scale is None:
             scale = self._head_dim**-0.5
