@@ -87,24 +87,29 @@ def declared_dims(model):
         model: a built `keras.Model` or layer.
     """
     found = {}
+    for layer, variable, dims in _declarations(model, _ATTRIBUTE):
+        if len(dims) != len(variable.shape):
+            raise ValueError(
+                f"{type(layer).__name__} {layer.name!r} declares "
+                f"{len(dims)} dimension names {dims} for "
+                f"{variable.path}, which has shape "
+                f"{tuple(variable.shape)}."
+            )
+        found[variable.path] = dims
+    return found
+
+
+def _declarations(model, attribute):
+    """`(layer, variable, declaration)` for each variable of `model` whose
+    layer declares something of it under `attribute`."""
     for layer in model._flatten_layers(include_self=True):
-        declared = getattr(layer, _ATTRIBUTE, None)
+        declared = getattr(layer, attribute, None)
         if not declared:
             continue
         own = [*layer._trainable_variables, *layer._non_trainable_variables]
         for variable in own:
-            dims = declared.get(variable.name)
-            if dims is None:
-                continue
-            if len(dims) != len(variable.shape):
-                raise ValueError(
-                    f"{type(layer).__name__} {layer.name!r} declares "
-                    f"{len(dims)} dimension names {dims} for "
-                    f"{variable.path}, which has shape "
-                    f"{tuple(variable.shape)}."
-                )
-            found[variable.path] = dims
-    return found
+            if variable.name in declared:
+                yield layer, variable, declared[variable.name]
 
 
 # Where a layer records the heads its flat dimensions hold.
@@ -180,32 +185,23 @@ def declared_flat_heads(model):
         model: a built `keras.Model` or layer.
     """
     found = {}
-    for layer in model._flatten_layers(include_self=True):
-        declared = getattr(layer, _HEADS_ATTRIBUTE, None)
-        if not declared:
-            continue
-        names = getattr(layer, _ATTRIBUTE, None) or {}
-        own = [*layer._trainable_variables, *layer._non_trainable_variables]
-        for variable in own:
-            runs = declared.get(variable.name)
-            if runs is None:
-                continue
-            dims = names.get(variable.name)
-            unknown = sorted(set(runs) - set(dims or ()))
-            if unknown:
+    for layer, variable, runs in _declarations(model, _HEADS_ATTRIBUTE):
+        dims = (getattr(layer, _ATTRIBUTE, None) or {}).get(variable.name)
+        unknown = sorted(set(runs) - set(dims or ()))
+        if unknown:
+            raise ValueError(
+                f"{type(layer).__name__} {layer.name!r} declares heads "
+                f"for the dimensions {unknown} of {variable.path}, whose "
+                f"declared dimensions are {dims}."
+            )
+        for dim, dim_size in zip(dims, variable.shape, strict=True):
+            if dim in runs and sum(c * s for c, s in runs[dim]) != dim_size:
                 raise ValueError(
-                    f"{type(layer).__name__} {layer.name!r} declares heads "
-                    f"for the dimensions {unknown} of {variable.path}, whose "
-                    f"declared dimensions are {dims}."
+                    f"{type(layer).__name__} {layer.name!r} declares "
+                    f"heads {runs[dim]} for {dim!r} of {variable.path}, "
+                    f"which has size {dim_size}."
                 )
-            for dim, dim_size in zip(dims, variable.shape, strict=True):
-                if dim in runs and sum(c * s for c, s in runs[dim]) != dim_size:
-                    raise ValueError(
-                        f"{type(layer).__name__} {layer.name!r} declares "
-                        f"heads {runs[dim]} for {dim!r} of {variable.path}, "
-                        f"which has size {dim_size}."
-                    )
-            found[variable.path] = tuple(runs.get(dim) for dim in dims)
+        found[variable.path] = tuple(runs.get(dim) for dim in dims)
     return found
 
 
