@@ -146,8 +146,13 @@ def declare_flat_heads(layer, variable, **runs_by_dim):
     Example:
 
     ```python
-    dense = named_dense(64, ("heads", "hidden"), name="out")
-    declare_flat_heads(dense, "kernel", heads=((8, 8),))
+    from keras_nlp.distribution import declare_flat_heads
+    from keras_nlp.layers.dense import named_dense
+
+    # 8 query heads of 8, made flat: a model axis of 8 splits them, one
+    # of 16 (4 columns each) does not.
+    query = named_dense(64, ("hidden", "heads"), name="query")
+    declare_flat_heads(query, "kernel", heads=((8, 8),))
     ```
     """
     declared = dict(getattr(layer, _HEADS_ATTRIBUTE, None) or {})
