@@ -17,7 +17,9 @@ convolution and SiLU; the output of each head is RMS-normalized, gated by
 `silu(z)` and projected back to the hidden width.
 
 A decoding cache is this memory plus the last `conv_kernel - 1` inputs of
-the convolution: a fixed size whatever the length.
+the convolution: a fixed size whatever the length. A decoding step runs
+the rule token by token (`gated_delta_rule`); prompts and training run it
+by chunks (`chunked_gated_delta_rule`), with the same results.
 """
 
 import keras
@@ -47,6 +49,54 @@ NORM_DIMS = ("linear_value_head_dim",)
 
 def _l2_normalize(x, epsilon=1e-6):
     return x * ops.rsqrt(ops.sum(x * x, axis=-1, keepdims=True) + epsilon)
+
+
+def _unit_lower_triangular_inverse(strict):
+    """The inverse of `I + strict`, `strict` `(..., n, n)` strictly lower
+    triangular, by blocks of doubling size.
+
+    Not `ops.solve_triangular`: on JAX's CPU backend (jaxlib 0.10) it
+    splits its batch over XLA's thread pool and waits inside the pool, so
+    solves running at once (a gradient has two, a program over several
+    CPU devices one per device) can hold every thread and never return; a
+    gradient hung so on 2 cores. Here each of the `log2(n)` levels is two
+    batched matrix products on every backend: the inverse of
+    `[[I + A11, 0], [A21, I + A22]]` is `[[T11, 0], [-T22 A21 T11, T22]]`
+    with `T11`, `T22` the inverses of the diagonal blocks, so every product
+    is of blocks of the true inverse (no growing powers of `strict`).
+    """
+    size = strict.shape[-1]
+    lead = ops.shape(strict)[:-2]
+    # A power of two: the padded system is `diag(I + strict, I)`, whose
+    # inverse holds the one wanted in its top-left corner.
+    padded = 1 << (size - 1).bit_length()
+    strict = ops.reshape(strict, (-1, size, size))
+    strict = ops.pad(strict, [[0, 0], [0, padded - size], [0, padded - size]])
+    # The diagonal blocks of the inverse, `(matrices, blocks, width,
+    # width)`: 1 for blocks of one row.
+    blocks = ops.ones_like(strict[:, :, :1])[..., None]
+    width = 1
+    while width < padded:
+        pairs = padded // (2 * width)
+        grid = ops.reshape(strict, (-1, pairs, 2 * width, pairs, 2 * width))
+        # The diagonal blocks of twice the width, `(matrices, pairs, 2 *
+        # width, 2 * width)`; their lower-left quarter is `A21`.
+        merged = ops.moveaxis(ops.diagonal(grid, axis1=1, axis2=3), -1, 1)
+        blocks = ops.reshape(blocks, (-1, pairs, 2, width, width))
+        upper, lower = blocks[:, :, 0], blocks[:, :, 1]
+        corner = -ops.matmul(
+            lower, ops.matmul(merged[..., width:, :width], upper)
+        )
+        blocks = ops.concatenate(
+            [
+                ops.concatenate([upper, ops.zeros_like(upper)], axis=-1),
+                ops.concatenate([corner, lower], axis=-1),
+            ],
+            axis=-2,
+        )
+        width *= 2
+    inverse = blocks[:, 0, :size, :size]
+    return ops.reshape(inverse, (*lead, size, size))
 
 
 def gated_delta_rule(query, key, value, decay, beta, state, mask=None):
@@ -92,6 +142,137 @@ def gated_delta_rule(query, key, value, decay, beta, state, mask=None):
 
     state, outputs = ops.fori_loop(0, length, step, (state, outputs))
     return outputs, state
+
+
+def chunked_gated_delta_rule(
+    query, key, value, decay, beta, state, mask=None, chunk_size=64
+):
+    """Runs the gated delta rule over a sequence, a chunk at a time.
+
+    The same `(outputs, state)` as `gated_delta_rule` (to float32
+    rounding), with the work inside each chunk done by matrix products.
+    Within a chunk that starts from the state `S0`, with `G_t` the sum of
+    the log decays up to token `t` of the chunk, every token writes
+    `u_t = beta_t (v_t - exp(G_t) S0^T k_t - sum_{s<t} exp(G_t - G_s)
+    (k_t . k_s) u_s)`, so the writes solve the unit lower-triangular
+    system `(I + A) U = beta V - beta exp(G) K S0` with `A_ts = beta_t
+    exp(G_t - G_s) k_t . k_s` for `s < t`. Its solution (by the inverse
+    of `I + A`, formed once per chunk) splits into a part independent of
+    `S0` and a part linear in it, both computed for every chunk at once;
+    only `U = U0 - W S0`, the reads `o_t = exp(G_t) S0^T
+    q_t + sum_{s<=t} exp(G_t - G_s) (q_t . k_s) u_s` and the next state
+    `exp(G_C) S0 + sum_s exp(G_C - G_s) k_s u_s^T` are left to the loop
+    over chunks.
+
+    Args:
+        query, key: float32 `(batch, seq, heads, key_head_dim)`, normalized
+            and (queries) scaled.
+        value: float32 `(batch, seq, heads, value_head_dim)`.
+        decay: float32 `(batch, seq, heads)`, the log decay `g`.
+        beta: float32 `(batch, seq, heads)`, the write strength.
+        state: float32 `(batch, heads, key_head_dim, value_head_dim)`.
+        mask: optional `(batch, seq)`, non-zero for real tokens; a padded
+            token leaves the state as it is.
+        chunk_size: int. Tokens per chunk; a shorter sequence is one chunk
+            of its own length. Defaults to `64`.
+
+    Returns:
+        `(outputs, state)`: outputs `(batch, seq, heads, value_head_dim)`
+        and the state after the last token.
+    """
+    query, key, value, decay, beta, state = (
+        ops.cast(x, "float32") for x in (query, key, value, decay, beta, state)
+    )
+    batch, length, heads, key_dim = ops.shape(key)
+    value_dim = ops.shape(value)[-1]
+    if mask is not None:
+        # A padded token writes nothing (beta 0) and does not decay the
+        # state (g 0), so the state passes it unchanged. Its key and value
+        # are zeroed too: beta 0 times a non-finite value would not be 0.
+        real = ops.cast(mask, "bool")[:, :, None]
+        beta = ops.where(real, beta, 0.0)
+        decay = ops.where(real, decay, 0.0)
+        key = ops.where(real[..., None], key, 0.0)
+        value = ops.where(real[..., None], value, 0.0)
+    if isinstance(length, int):
+        # Padding a short prompt to a whole chunk would be wasted work.
+        chunk_size = max(1, min(chunk_size, length))
+    # Tokens appended at the end are padding as above (all zeros), and
+    # their outputs are cut off.
+    padding = (-length) % chunk_size
+    chunks = (length + padding) // chunk_size
+
+    def to_chunks(x):
+        # (batch, seq, heads, ...) -> (chunks, batch, heads, chunk, ...):
+        # the loop takes whole chunks from the leading axis.
+        widths = [[0, 0], [0, padding]] + [[0, 0]] * (len(x.shape) - 2)
+        x = ops.pad(x, widths)
+        x = ops.reshape(x, (batch, chunks, chunk_size, *ops.shape(x)[2:]))
+        order = (1, 0, 3, 2) + tuple(range(4, len(x.shape)))
+        return ops.transpose(x, order)
+
+    query, key, value, decay, beta = (
+        to_chunks(x) for x in (query, key, value, decay, beta)
+    )
+    cumulative = ops.cumsum(decay, axis=-1)
+    positions = ops.arange(chunk_size)
+    causal = positions[:, None] >= positions[None, :]
+    earlier = positions[:, None] > positions[None, :]
+    # G_t - G_s for s <= t, summed over the tokens s < r <= t alone: the
+    # difference of two cumulative sums is rounded to their size (G near
+    # -100 at the end of a chunk leaves exp(G_t - G_s) a 1e-5 relative
+    # error, ten times the token loop's error in the outputs). For decays
+    # <= 0 it is at most 0, and above the diagonal the sum is empty, so
+    # no exp can overflow.
+    gaps = ops.cumsum(ops.where(earlier, decay[..., :, None], 0.0), axis=-2)
+    ratios = ops.where(causal, ops.exp(gaps), 0.0)
+    keys_keys = ops.einsum("...tk,...sk->...ts", key, key)
+    interactions = ops.where(earlier, keys_keys * ratios * beta[..., None], 0.0)
+    # Both right-hand sides, the values and the keys that read `S0`,
+    # times the inverse of the unit lower-triangular system.
+    decayed_beta = beta * ops.exp(cumulative)
+    solved = ops.matmul(
+        _unit_lower_triangular_inverse(interactions),
+        ops.concatenate(
+            [value * beta[..., None], key * decayed_beta[..., None]], axis=-1
+        ),
+    )
+    fresh, reads_state = solved[..., :value_dim], solved[..., value_dim:]
+    decayed_query = query * ops.exp(cumulative)[..., None]
+    query_keys = ops.einsum("...tk,...sk->...ts", query, key) * ratios
+    # What is left of each token's write at the end of its chunk, and of
+    # the chunk's starting state.
+    kept_keys = key * ops.exp(gaps[..., -1, :])[..., None]
+    chunk_decay = ops.exp(cumulative[..., -1:])[..., None]
+    outputs = ops.zeros(
+        (chunks, batch, heads, chunk_size, value_dim), "float32"
+    )
+
+    def at(x, index):
+        return ops.take(x, index, axis=0)
+
+    def step(index, carry):
+        memory, outputs = carry
+        # This chunk's writes `U = U0 - W S0`, then its reads and the
+        # state after it.
+        written = at(fresh, index) - ops.einsum(
+            "bhtk,bhkv->bhtv", at(reads_state, index), memory
+        )
+        read = ops.einsum(
+            "bhtk,bhkv->bhtv", at(decayed_query, index), memory
+        ) + ops.einsum("bhts,bhsv->bhtv", at(query_keys, index), written)
+        memory = memory * at(chunk_decay, index) + ops.einsum(
+            "bhtk,bhtv->bhkv", at(kept_keys, index), written
+        )
+        outputs = ops.slice_update(outputs, (index, 0, 0, 0, 0), read[None])
+        return memory, outputs
+
+    state, outputs = ops.fori_loop(0, chunks, step, (state, outputs))
+    outputs = ops.reshape(
+        ops.transpose(outputs, (1, 0, 3, 2, 4)),
+        (batch, chunks * chunk_size, heads, value_dim),
+    )
+    return outputs[:, :length], state
 
 
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
@@ -323,7 +504,14 @@ class GatedDeltaNet(keras.layers.Layer):
             self.dt_bias, "float32"
         )
         decay = -ops.exp(ops.cast(self.A_log, "float32")) * ops.softplus(rate)
-        outputs, state = gated_delta_rule(
+        # A decoding step (one token, known when tracing) reads and writes
+        # the memory once: the loop over tokens is cheapest there. Longer
+        # or unknown lengths (prefill, training) go by chunks.
+        if inputs.shape[1] == 1:
+            delta_rule = gated_delta_rule
+        else:
+            delta_rule = chunked_gated_delta_rule
+        outputs, state = delta_rule(
             query, key, value, decay, beta, state, mask=padding_mask
         )
         outputs = self.norm(ops.cast(outputs, self.compute_dtype))
