@@ -165,14 +165,8 @@ def chunked_gated_delta_rule(
     over chunks.
 
     Args:
-        query, key: float32 `(batch, seq, heads, key_head_dim)`, normalized
-            and (queries) scaled.
-        value: float32 `(batch, seq, heads, value_head_dim)`.
-        decay: float32 `(batch, seq, heads)`, the log decay `g`.
-        beta: float32 `(batch, seq, heads)`, the write strength.
-        state: float32 `(batch, heads, key_head_dim, value_head_dim)`.
-        mask: optional `(batch, seq)`, non-zero for real tokens; a padded
-            token leaves the state as it is.
+        query, key, value, decay, beta, state, mask: as
+            `gated_delta_rule`'s.
         chunk_size: int. Tokens per chunk; a shorter sequence is one chunk
             of its own length. Defaults to `64`.
 
