@@ -54,18 +54,16 @@ def derived_weight_plan(
     )
 
 
-def _divisors(size, bound, heads=None):
-    return tuple(
-        d
-        for d in range(1, min(size, bound) + 1)
-        if size % d == 0 and cuts_between_heads(heads, d)
-    )
-
-
 def splits(dim_size, shards, heads=None):
     """Whether `shards` equal parts of a dimension of `dim_size` keep its
     `heads` (`(count, size)` runs, or `None`) whole."""
     return dim_size % shards == 0 and cuts_between_heads(heads, shards)
+
+
+def _divisors(size, bound, heads=None):
+    return tuple(
+        d for d in range(1, min(size, bound) + 1) if splits(size, d, heads)
+    )
 
 
 def _heads_of(flat_heads, dim):

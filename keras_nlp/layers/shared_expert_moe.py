@@ -31,6 +31,13 @@ SHARED_SUBLAYER_NAMES = {
 SHARED_EXPERT_GATE_DIMS = ("hidden", "shared_expert_logit")
 
 
+def _split_names(sublayer_names):
+    """`(SparseMoE's names, the shared expert's)` of `sublayer_names`."""
+    routed = dict(sublayer_names or {})
+    shared = {k: routed.pop(k) for k in SHARED_SUBLAYER_NAMES if k in routed}
+    return routed, shared
+
+
 @keras.saving.register_keras_serializable(package="keras_nlp.layers")
 class SharedExpertSparseMoE(SparseMoE):
     """`SparseMoE` plus a shared SwiGLU expert that every token uses.
@@ -92,12 +99,7 @@ class SharedExpertSparseMoE(SparseMoE):
         check_sublayer_keys(
             sublayer_names, {**DEFAULT_SUBLAYER_NAMES, **SHARED_SUBLAYER_NAMES}
         )
-        routed = dict(sublayer_names or {})
-        shared = {
-            key: routed.pop(key)
-            for key in SHARED_SUBLAYER_NAMES
-            if key in routed
-        }
+        routed, shared = _split_names(sublayer_names)
         check_sublayer_names(shared, SHARED_SUBLAYER_NAMES)
         super().__init__(
             num_experts, intermediate_dim, sublayer_names=routed, **kwargs
@@ -158,11 +160,8 @@ def shared_expert_moe_rules(
     kilobytes. `sublayer_names` are the layer's, when it renames its
     sublayers (the shared expert's included).
     """
-    routed = dict(sublayer_names or {})
-    names = {
-        **SHARED_SUBLAYER_NAMES,
-        **{k: routed.pop(k) for k in SHARED_SUBLAYER_NAMES if k in routed},
-    }
+    routed, shared = _split_names(sublayer_names)
+    names = {**SHARED_SUBLAYER_NAMES, **shared}
     return [
         *sparse_moe_rules(
             prefix,
