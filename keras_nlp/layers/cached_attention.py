@@ -337,7 +337,6 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
             or not isinstance(rotary_dim, int)
             or rotary_dim < 0
             or rotary_dim % 2
-            or (head_dim is not None and rotary_dim > head_dim)
         ):
             raise ValueError(
                 "`rotary_dim` must be an even number of features, at most "
@@ -592,17 +591,19 @@ class CachedGroupedQueryAttention(TakesLayers, keras.layers.Layer):
             if key_value_cache is None:
                 key = self.key_norm(key)
         if self.rotary_embedding is not None:
-            at = dict(start_index=start_index, positions=positions)
-            if self.rotary_dim is None:
-                query = self.rotary_embedding(query, **at)
-                key = self.rotary_embedding(key, **at)
-            else:
-                query, key = (
-                    rotate_leading(
-                        self.rotary_embedding, x, self.rotary_dim, **at
-                    )
-                    for x in (query, key)
+            rotary_dim = self.rotary_dim
+            if rotary_dim is None:
+                rotary_dim = self._head_dim
+            query, key = (
+                rotate_leading(
+                    self.rotary_embedding,
+                    x,
+                    rotary_dim,
+                    start_index=start_index,
+                    positions=positions,
                 )
+                for x in (query, key)
+            )
         # Context parallelism: keys and values gathered over the sequence.
         key = pin_activation(self, "keys", key)
         value = pin_activation(self, "keys", value)
