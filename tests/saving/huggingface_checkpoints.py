@@ -21,6 +21,7 @@ class attributes.
 """
 
 import dataclasses
+import inspect
 import json
 import re
 
@@ -81,6 +82,20 @@ class HFCase:
 
     def __str__(self):
         return self.name
+
+
+def with_defaults(cls, config):
+    """`config` and the default of every constructor argument it leaves
+    out, as `get_config` has them (without building the model)."""
+    defaults = {}
+    for klass in reversed(cls.__mro__):
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for name, parameter in inspect.signature(init).parameters.items():
+            if parameter.default is not parameter.empty:
+                defaults[name] = parameter.default
+    return {**defaults, **config}
 
 
 def randomize(backbone, seed=0):

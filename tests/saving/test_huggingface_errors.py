@@ -2,7 +2,6 @@
 dispatch, export options, the plan CLI and the conversion vocabulary."""
 
 import hashlib
-import inspect
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ from keras_nlp.saving.huggingface.per_expert import PER_EXPERT_DOWN
 from keras_nlp.saving.huggingface.per_expert import PER_EXPERT_GATE_UP
 from tests.models.backbone_checks import make_mesh
 from tests.models.tiny_configs import tiny
+from tests.saving.huggingface_checkpoints import with_defaults
 
 CONFIG = dict(
     vocabulary_size=32,
@@ -337,20 +337,6 @@ TRANSFORMERS_5 = [
 ]
 
 
-def _arguments(cls, config):
-    """`config` and the default of every argument it leaves out, as
-    `get_config` has them (without building the model)."""
-    defaults = {}
-    for klass in reversed(cls.__mro__):
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        for name, parameter in inspect.signature(init).parameters.items():
-            if parameter.default is not parameter.empty:
-                defaults[name] = parameter.default
-    return {**defaults, **config}
-
-
 @pytest.mark.parametrize(
     "name, field", TRANSFORMERS_5, ids=["-".join(r) for r in TRANSFORMERS_5]
 )
@@ -358,7 +344,7 @@ def test_transformers_5_spellings_translate_alike(name, field):
     name, _, config_name = name.partition(":")
     cls, config = tiny(name, config_name or "tiny")
     family = family_for_backbone(cls)
-    written = family.export_config(_arguments(cls, config))
+    written = family.export_config(with_defaults(cls, config))
     respelled = json.loads(json.dumps(written))
     TRANSFORMERS_5_EDITS[field](respelled.get("text_config", respelled))
     assert respelled != written

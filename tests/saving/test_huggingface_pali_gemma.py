@@ -14,7 +14,6 @@ instead of its loader; its checkpoint has current `transformers`' names
 (`model.language_model.*`, ...). Export writes the published names.
 """
 
-import inspect
 import json
 import re
 
@@ -36,6 +35,7 @@ from tests.saving.huggingface_checkpoints import HuggingFaceFamilyTests
 from tests.saving.huggingface_checkpoints import assert_same_weights
 from tests.saving.huggingface_checkpoints import randomize
 from tests.saving.huggingface_checkpoints import tensor_writer
+from tests.saving.huggingface_checkpoints import with_defaults
 from tests.saving.test_huggingface_gemma import gemma_tensors
 from tests.saving.test_huggingface_gemma3 import siglip_tower_tensors
 
@@ -351,22 +351,12 @@ def test_published_configs_are_the_presets(tmp_path, preset):
     assert arguments["layer_norm_epsilon"] == 1e-6
     assert arguments["dropout"] == 0.0
     # And back: the preset exports to a config that reads the same.
-    exported = PALI_GEMMA.export_config(_full(arguments))
+    exported = PALI_GEMMA.export_config(
+        with_defaults(PaliGemmaBackbone, arguments)
+    )
     assert exported["text_config"]["vocab_size"] == 257216
     assert exported["image_token_index"] == 257152
     assert _translate(tmp_path, exported)[1] == arguments
-
-
-def _full(arguments):
-    """`arguments` with the constructor's defaults, as `get_config` has."""
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(
-            PaliGemmaBackbone.__init__
-        ).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-    return {**defaults, **arguments}
 
 
 def _published(**changes):

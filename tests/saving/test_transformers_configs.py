@@ -25,6 +25,7 @@ from keras_nlp.saving import PresetError
 from keras_nlp.saving.backbone_presets import registered_backbones
 from keras_nlp.saving.huggingface import family_for_backbone
 from keras_nlp.saving.huggingface.family import _FAMILIES
+from tests.saving.huggingface_checkpoints import with_defaults
 
 CONFIGS = pathlib.Path(__file__).parent / "transformers_configs"
 RESAVED = CONFIGS / "resaved_presets.json"
@@ -140,14 +141,6 @@ def test_transformers_config_reads_and_writes_back(path):
     assert differ == EXPORTED_OTHERWISE.get(name, set())
 
 
-def _defaults(cls):
-    return {
-        key: parameter.default
-        for key, parameter in inspect.signature(cls).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
-
-
 def preset_exports():
     """`{preset: (class name, config.json our export writes)}` for every
     built-in preset of a class with a Hugging Face family."""
@@ -161,7 +154,7 @@ def preset_exports():
         except ValueError:
             continue
         for preset, config in cls.presets.items():
-            exported = family.export_config(_defaults(cls) | config)
+            exported = family.export_config(with_defaults(cls, config))
             exports[preset] = (name, json.loads(json.dumps(exported)))
     return exports
 
