@@ -14,7 +14,6 @@
   preset.
 """
 
-import inspect
 import json
 import pathlib
 
@@ -126,16 +125,9 @@ def test_transformers_config_reads_and_writes_back(path):
     family, cls, arguments = _translate(data, str(path))
     for key, value in READ_AS.get(name, {}).items():
         assert arguments[key] == value, key
-    # The backbone's config: its constructor's defaults, then the file's.
-    defaults = {
-        key: parameter.default
-        for key, parameter in inspect.signature(cls).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
     assert family_for_backbone(cls) is family
-    exported = json.loads(
-        json.dumps(family.export_config(defaults | arguments))
-    )
+    exported = family.export_config(with_defaults(cls, arguments))
+    exported = json.loads(json.dumps(exported))
     assert _translate(exported, "exported")[2] == arguments
     differ = {f.split(".")[-1] for f in _different_fields(data, exported)}
     assert differ == EXPORTED_OTHERWISE.get(name, set())
