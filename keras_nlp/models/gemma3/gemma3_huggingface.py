@@ -228,13 +228,26 @@ def read_gemma3_text(hf):
 
 def nested_config(hf, key, defaults):
     """The nested config `key` of a multimodal `hf`, its class's omitted
-    `defaults` applied (also PaliGemma's)."""
+    `defaults` applied (also PaliGemma's, Gemma 4's and Qwen 3.5's).
+
+    A `text_config` takes the composite's `tie_word_embeddings` where it
+    has none (keras-hub writes it at the top level only, transformers 5 at
+    both); where both have it, they must agree.
+    """
     data = hf.get(key)
     if not isinstance(data, dict):
         hf.unsupported(key, data, why=" (expected an object)")
-    return HuggingFaceConfig(
-        {**defaults, **data}, f"{hf.path} ({key})", hf.model
-    )
+    data = {**defaults, **data}
+    tied = hf.get("tie_word_embeddings") if key == "text_config" else None
+    if tied is not None:
+        if data.setdefault("tie_word_embeddings", tied) != tied:
+            hf.unsupported(
+                "tie_word_embeddings",
+                tied,
+                [data["tie_word_embeddings"]],
+                why=f" (unlike {key}.tie_word_embeddings)",
+            )
+    return HuggingFaceConfig(data, f"{hf.path} ({key})", hf.model)
 
 
 def read_siglip(vision):
@@ -306,8 +319,6 @@ def read_vision(hf, vision, output_dim):
 def _from_hf(hf):
     if hf.data.get("model_type") != "gemma3":
         return read_gemma3_text(hf)
-    # transformers 5 writes the composite's own copy of the text field.
-    hf.expect("tie_word_embeddings", (True,), default=True)
     text = nested_config(hf, "text_config", TEXT_DEFAULTS)
     config = read_gemma3_text(text)
     text.check_all_read(TEXT_IGNORED_FIELDS)

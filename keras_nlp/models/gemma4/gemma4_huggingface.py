@@ -433,8 +433,6 @@ def gemma4_weights(config, prefix="model."):
 def _from_hf(hf):
     if hf.data.get("model_type") != "gemma4":
         return read_gemma4_text(hf)
-    # The composite's own copy of the text config's field.
-    hf.expect("tie_word_embeddings", (True,), default=True)
     text = nested_config(hf, "text_config", {})
     config = read_gemma4_text(text)
     text.check_all_read((*IGNORED_FIELDS, "model_type"))

@@ -123,8 +123,6 @@ def _text_config(hf):
             "text_config.model_type", model_type, sorted(TEXT_DEFAULTS)
         )
     defaults = {"model_type": "gemma", **TEXT_DEFAULTS.get(model_type, {})}
-    # transformers 5 writes the composite's own copy of the text field.
-    hf.expect("tie_word_embeddings", (True,), default=True)
     text = nested_config(hf, "text_config", defaults)
     # Prefix-LM attention, which our backbone always builds; the Gemma
     # family's reader would refuse the flag, so it is settled here.

@@ -174,10 +174,6 @@ def read_nested(hf, text_type, read_text, ignored=IGNORED_FIELDS):
     if hf.data.get("model_type") == text_type:
         return read_text(hf)
     text = nested_config(hf, "text_config", {})
-    # keras-hub reads `tie_word_embeddings` at the top level, where
-    # transformers writes it too.
-    tied = hf.get("tie_word_embeddings", False)
-    text.data.setdefault("tie_word_embeddings", tied)
     config = read_text(text)
     text.check_all_read((*ignored, "model_type"))
     return config
